@@ -2,4 +2,19 @@
 //! components.
 #![warn(missing_docs)]
 
+pub mod apply;
+pub mod backend;
+pub mod bindings;
+pub mod cache;
+pub mod cli;
+pub mod config;
+pub mod controller;
+pub mod dispatch;
+pub mod host;
+pub mod imports;
+pub mod module;
 pub mod queue;
+pub mod runtime;
+pub mod selector;
+pub mod trigger;
+pub mod watch;

@@ -39,7 +39,8 @@ impl ControlPlane {
     /// created it, and each `#[tokio::test]` has its own runtime.
     pub async fn client(&self) -> Result<Client> {
         let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)?;
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+        let config =
+            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
         Ok(Client::try_from(config)?)
     }
 
@@ -150,7 +151,10 @@ fn start() -> Result<ControlPlane> {
             }
             None => {
                 let status = child.wait()?;
-                bail!("{} exited with {status} before it was ready", script.display());
+                bail!(
+                    "{} exited with {status} before it was ready",
+                    script.display()
+                );
             }
         }
     };

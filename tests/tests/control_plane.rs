@@ -128,7 +128,10 @@ async fn custom_resources_apply_status_and_conflicts() -> Result<()> {
         )
         .await
         .expect_err("a second manager setting the same field must conflict");
-    assert!(matches!(conflict, kube::Error::Api(ref s) if s.code == 409), "{conflict:?}");
+    assert!(
+        matches!(conflict, kube::Error::Api(ref s) if s.code == 409),
+        "{conflict:?}"
+    );
 
     // The status subresource is written separately from the spec.
     let status = json!({
@@ -153,7 +156,10 @@ async fn custom_resources_apply_status_and_conflicts() -> Result<()> {
         .replace("second", &PostParams::default(), &stale)
         .await
         .expect_err("a stale resourceVersion must conflict");
-    assert!(matches!(error, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"), "{error:?}");
+    assert!(
+        matches!(error, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"),
+        "{error:?}"
+    );
     Ok(())
 }
 
@@ -181,9 +187,11 @@ async fn garbage_collection_and_namespace_deletion() -> Result<()> {
     }))?;
     maps.create(&PostParams::default(), &child).await?;
     maps.delete("owner", &DeleteParams::background()).await?;
-    eventually("the garbage collector to delete the child", WAIT, || async {
-        Ok(maps.get_opt("child").await?.is_none().then_some(()))
-    })
+    eventually(
+        "the garbage collector to delete the child",
+        WAIT,
+        || async { Ok(maps.get_opt("child").await?.is_none().then_some(())) },
+    )
     .await?;
 
     // A namespace with content goes away entirely once the namespace controller empties it.
@@ -199,7 +207,11 @@ async fn garbage_collection_and_namespace_deletion() -> Result<()> {
         .delete(doomed.name(), &DeleteParams::background())
         .await?;
     eventually("the namespace to disappear", WAIT, || async {
-        Ok(namespaces.get_opt(doomed.name()).await?.is_none().then_some(()))
+        Ok(namespaces
+            .get_opt(doomed.name())
+            .await?
+            .is_none()
+            .then_some(()))
     })
     .await?;
     Ok(())

@@ -1,0 +1,405 @@
+//! One running guest: its informers and triggers feed its workqueue, and its workers hand each
+//! key to the guest's current module.
+//!
+//! Guarantees: a key is reconciled by at most one worker at a time; a failed reconcile is
+//! retried with per-key exponential backoff, reset on success; a finalizer the guest declares
+//! is added before its first reconcile of an object and removed only after `finalize` succeeds;
+//! replacing the module is atomic at the next dequeue and re-enqueues every key.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use kube::api::GroupVersionKind;
+use tokio::task::JoinSet;
+
+use crate::apply::{self, ClusterBackend};
+use crate::backend::{CallError, Scope};
+use crate::bindings::types::{self, Reason};
+use crate::cache::{Change, ObjectKey};
+use crate::dispatch::{self, Entry, Failure, Outcome};
+use crate::imports::GuestEnv;
+use crate::module::{Mapping, Module};
+use crate::queue::{QueueConfig, WorkQueue};
+use crate::runtime::{Limits, Runtime};
+use crate::trigger;
+use crate::watch::{Informer, Informers, Resources, Subscription};
+
+/// How the operator runs a guest, on top of what the module declares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// The controller's name.
+    pub name: String,
+    /// Workers reconciling at once.
+    pub max_concurrency: u32,
+    /// Resync period, if any.
+    pub resync: Option<Duration>,
+    /// Per-call limits.
+    pub limits: Limits,
+    /// Backoff of failed keys.
+    pub queue: QueueConfig,
+}
+
+/// Counters of a guest's reconciles.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Reconciles that returned done.
+    pub succeeded: AtomicU64,
+    /// Reconciles that asked to be requeued after a delay.
+    pub requeued: AtomicU64,
+    /// Reconciles that failed, for any reason.
+    pub failed: AtomicU64,
+    /// Reconciles that trapped.
+    pub traps: AtomicU64,
+    /// Reconciles that ran past their deadline.
+    pub timeouts: AtomicU64,
+}
+
+/// A running guest.
+pub struct Controller {
+    settings: Settings,
+    runtime: Runtime,
+    resources: Arc<Resources>,
+    module: RwLock<Arc<Module>>,
+    env: Arc<GuestEnv>,
+    backend: Arc<ClusterBackend>,
+    queue: Arc<WorkQueue<ObjectKey, Reason>>,
+    primary: Arc<Informer>,
+    subscriptions: Mutex<Vec<Subscription>>,
+    counters: Counters,
+}
+
+impl Controller {
+    /// Starts a guest: acquires the informers its module declares, subscribes its triggers and
+    /// spawns its workers into `workers`.
+    pub fn start(
+        runtime: Runtime,
+        resources: Arc<Resources>,
+        informers: &Informers,
+        module: Arc<Module>,
+        settings: Settings,
+        workers: &mut JoinSet<()>,
+    ) -> Arc<Self> {
+        let metadata = &module.metadata;
+        let primary = informers.acquire(
+            &metadata.primary.kind,
+            metadata.primary.namespace.as_deref(),
+            metadata.primary.selector.as_ref(),
+        );
+        let namespace = metadata.primary.namespace.as_deref();
+        let owned: Vec<_> = metadata
+            .owns
+            .iter()
+            .map(|kind| informers.acquire(kind, namespace, None))
+            .collect();
+        let watched: Vec<_> = metadata
+            .watches
+            .iter()
+            .map(|w| {
+                let informer = informers.acquire(
+                    &w.selection.kind,
+                    w.selection.namespace.as_deref(),
+                    w.selection.selector.as_ref(),
+                );
+                (informer, w.mapping.clone())
+            })
+            .collect();
+        let mut readable = vec![primary.clone()];
+        readable.extend(owned.iter().cloned());
+        readable.extend(watched.iter().map(|(i, _)| i.clone()));
+        let backend = Arc::new(ClusterBackend::new(
+            resources.clone(),
+            &settings.name,
+            readable,
+        ));
+        let env = Arc::new(GuestEnv {
+            name: settings.name.clone(),
+            declared: metadata.declared(),
+            backend: backend.clone(),
+            host_call_timeout: settings.limits.host_call_timeout,
+        });
+        let controller = Arc::new(Self {
+            queue: Arc::new(WorkQueue::new(settings.queue)),
+            settings,
+            runtime,
+            resources,
+            module: RwLock::new(module.clone()),
+            env,
+            backend,
+            primary: primary.clone(),
+            subscriptions: Mutex::default(),
+            counters: Counters::default(),
+        });
+        let primary_kind = module.metadata.primary.kind.clone();
+        let mut subscriptions = Vec::new();
+        let queue = controller.queue.clone();
+        subscriptions.push(primary.subscribe(Arc::new(move |change: &Change| {
+            if let Some((key, reason)) = trigger::primary(change) {
+                queue.add(key, reason);
+            }
+        })));
+        for informer in owned {
+            let queue = controller.queue.clone();
+            let kind = primary_kind.clone();
+            subscriptions.push(informer.subscribe(Arc::new(move |change: &Change| {
+                for key in trigger::owners(change, &kind, true) {
+                    queue.add(key, Reason::OwnedChanged);
+                }
+            })));
+        }
+        for (informer, mapping) in watched {
+            let handler = controller.watch_handler(mapping, primary_kind.clone());
+            subscriptions.push(informer.subscribe(handler));
+        }
+        *controller.subscriptions.lock().expect("subscriptions lock") = subscriptions;
+        for _ in 0..controller.settings.max_concurrency {
+            let controller = controller.clone();
+            workers.spawn(async move { controller.work().await });
+        }
+        if let Some(period) = controller.settings.resync {
+            let weak = Arc::downgrade(&controller);
+            workers.spawn(resync(weak, period));
+        }
+        controller
+    }
+
+    fn watch_handler(
+        self: &Arc<Self>,
+        mapping: Mapping,
+        primary: GroupVersionKind,
+    ) -> crate::watch::Handler {
+        let queue = self.queue.clone();
+        match mapping {
+            Mapping::Owner => Arc::new(move |change: &Change| {
+                for key in trigger::owners(change, &primary, false) {
+                    queue.add(key, Reason::WatchedChanged);
+                }
+            }),
+            Mapping::Label(label) => Arc::new(move |change: &Change| {
+                for key in trigger::labelled(change, &label) {
+                    queue.add(key, Reason::WatchedChanged);
+                }
+            }),
+            Mapping::Guest => {
+                let weak = Arc::downgrade(self);
+                Arc::new(move |change: &Change| {
+                    if let Some(controller) = weak.upgrade() {
+                        let objects: Vec<_> =
+                            change.old.iter().chain(&change.new).cloned().collect();
+                        tokio::spawn(async move { controller.map_keys(objects).await });
+                    }
+                })
+            }
+        }
+    }
+
+    async fn map_keys(&self, objects: Vec<Arc<crate::cache::CachedObject>>) {
+        let module = self.module();
+        for object in objects {
+            let kind = object.value["apiVersion"]
+                .as_str()
+                .zip(object.value["kind"].as_str())
+                .map(|(api_version, kind)| {
+                    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+                    types::Gvk {
+                        group: group.into(),
+                        version: version.into(),
+                        kind: kind.into(),
+                    }
+                });
+            let Some(kind) = kind else { continue };
+            match dispatch::map_keys(
+                &self.runtime,
+                &module,
+                &self.env,
+                &self.settings.limits,
+                kind,
+                &object.json,
+            )
+            .await
+            {
+                Ok(keys) => {
+                    for key in keys {
+                        self.queue.add(
+                            ObjectKey {
+                                namespace: key.namespace,
+                                name: key.name,
+                            },
+                            Reason::WatchedChanged,
+                        );
+                    }
+                }
+                Err(failure) => {
+                    tracing::warn!(guest = %self.settings.name, object = %object.key(), %failure, "map-keys failed")
+                }
+            }
+        }
+    }
+
+    /// The guest's name.
+    pub fn name(&self) -> &str {
+        &self.settings.name
+    }
+
+    /// The module currently answering reconciles.
+    pub fn module(&self) -> Arc<Module> {
+        self.module.read().expect("module lock").clone()
+    }
+
+    /// Its reconcile counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Its workqueue.
+    pub fn queue(&self) -> &WorkQueue<ObjectKey, Reason> {
+        &self.queue
+    }
+
+    /// Applies that were not sent because the cluster already matched.
+    pub fn writes_elided(&self) -> u64 {
+        self.backend.elided()
+    }
+
+    /// Whether the primary informer has listed once.
+    pub fn is_synced(&self) -> bool {
+        self.primary.is_synced()
+    }
+
+    /// Stops taking keys and waits for reconciles in flight to finish.
+    pub async fn shut_down(&self) {
+        self.queue.shut_down_and_drain().await;
+        self.subscriptions
+            .lock()
+            .expect("subscriptions lock")
+            .clear();
+    }
+
+    async fn work(self: Arc<Self>) {
+        while let Some(item) = self.queue.next().await {
+            self.process(&item.key, item.reason).await;
+            self.queue.done(&item.key);
+        }
+    }
+
+    async fn process(&self, key: &ObjectKey, reason: Reason) {
+        let module = self.module();
+        let metadata = &module.metadata;
+        let object = self.primary.store().get(key);
+        let mut entry = Entry::Reconcile;
+        if let (Some(finalizer), Some(object)) = (&metadata.finalizer, &object) {
+            let carries = object.finalizers.iter().any(|f| f == finalizer);
+            if object.deleting {
+                if !carries {
+                    self.queue.forget(key);
+                    return;
+                }
+                entry = Entry::Finalize;
+            } else if !carries {
+                let added = apply::add_finalizer(
+                    &self.resources,
+                    &metadata.primary.kind,
+                    object,
+                    finalizer,
+                    &self.settings.name,
+                )
+                .await;
+                if let Err(error) = added {
+                    self.retry(key, &format!("adding finalizer {finalizer}: {error}"));
+                    return;
+                }
+            }
+        }
+        let request = types::Request {
+            key: types::ObjectKey {
+                namespace: key.namespace.clone(),
+                name: key.name.clone(),
+            },
+            reason,
+            attempt: self.queue.num_requeues(key) + 1,
+            object: object.as_ref().map(|o| o.json.to_string()),
+        };
+        let scope = Scope {
+            kind: metadata.primary.kind.clone(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            uid: object.as_ref().and_then(|o| o.uid.clone()),
+        };
+        let result = dispatch::call(
+            &self.runtime,
+            &module,
+            &self.env,
+            &self.settings.limits,
+            scope,
+            entry,
+            request,
+        )
+        .await;
+        match result {
+            Ok(Outcome::Done) => {
+                if entry == Entry::Finalize
+                    && let (Some(finalizer), Some(object)) = (&metadata.finalizer, &object)
+                {
+                    let removed = apply::remove_finalizer(
+                        &self.resources,
+                        &metadata.primary.kind,
+                        object,
+                        finalizer,
+                        &self.settings.name,
+                    )
+                    .await;
+                    if let Err(error) = removed {
+                        self.retry_call(key, error);
+                        return;
+                    }
+                }
+                self.counters.succeeded.fetch_add(1, Ordering::Relaxed);
+                self.queue.forget(key);
+            }
+            Ok(Outcome::RequeueAfter(delay)) => {
+                self.counters.requeued.fetch_add(1, Ordering::Relaxed);
+                self.queue.forget(key);
+                self.queue.add_after(key.clone(), Reason::Requeue, delay);
+            }
+            Err(Failure::Permanent(message)) => {
+                self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(guest = %self.settings.name, %key, %message, "reconcile failed permanently; waiting for a change");
+                self.queue.forget(key);
+            }
+            Err(failure) => {
+                match failure {
+                    Failure::Trap(_) | Failure::OutOfMemory(_) => {
+                        self.counters.traps.fetch_add(1, Ordering::Relaxed)
+                    }
+                    Failure::Timeout(_) => self.counters.timeouts.fetch_add(1, Ordering::Relaxed),
+                    _ => 0,
+                };
+                self.retry(key, &failure.to_string());
+            }
+        }
+    }
+
+    fn retry_call(&self, key: &ObjectKey, error: CallError) {
+        self.retry(key, &error.to_string());
+    }
+
+    fn retry(&self, key: &ObjectKey, message: &str) {
+        self.counters.failed.fetch_add(1, Ordering::Relaxed);
+        let delay = self.queue.add_rate_limited(key.clone(), Reason::Requeue);
+        tracing::warn!(guest = %self.settings.name, %key, retry_in = ?delay, "reconcile failed: {message}");
+    }
+}
+
+async fn resync(controller: Weak<Controller>, period: Duration) {
+    let mut ticks = tokio::time::interval(period);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        let Some(controller) = controller.upgrade() else {
+            return;
+        };
+        for key in controller.primary.store().keys() {
+            controller.queue.add(key, Reason::Resync);
+        }
+    }
+}

@@ -1,0 +1,408 @@
+//! The host side of the contract's imports: every call is checked against what the guest
+//! declared, then handed to its [`Backend`] under the host-call timeout.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::GroupVersionKind;
+use serde_json::Value;
+
+use crate::backend::{
+    ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest, Scope,
+};
+use crate::bindings::kubewasm::controller::{cache, events, log, types, writes};
+use crate::runtime::CallState;
+use crate::selector::LabelSelector;
+
+/// The kinds a guest declared: it reads all of them and writes only the primary and owned ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Declared {
+    /// The primary kind.
+    pub primary: GroupVersionKind,
+    /// Kinds the guest owns.
+    pub owns: Vec<GroupVersionKind>,
+    /// Kinds the guest watches.
+    pub watches: Vec<GroupVersionKind>,
+}
+
+impl Declared {
+    fn can_read(&self, kind: &GroupVersionKind) -> bool {
+        self.can_write(kind) || self.watches.contains(kind)
+    }
+
+    fn can_write(&self, kind: &GroupVersionKind) -> bool {
+        self.primary == *kind || self.owns.contains(kind)
+    }
+}
+
+/// What every call of one guest shares.
+pub struct GuestEnv {
+    /// The guest's name, used in logs.
+    pub name: String,
+    /// What the guest declared.
+    pub declared: Declared,
+    /// Where checked calls go.
+    pub backend: Arc<dyn Backend>,
+    /// Deadline of one backend call that may reach the API server.
+    pub host_call_timeout: Duration,
+}
+
+/// The guest's view of the host during one call.
+pub struct CallContext {
+    /// Shared by every call of the guest.
+    pub env: Arc<GuestEnv>,
+    /// The object being reconciled, if the call is a reconcile or finalize.
+    pub scope: Option<Scope>,
+}
+
+impl CallContext {
+    fn readable(&self, kind: types::Gvk) -> Result<GroupVersionKind, CallError> {
+        let kind = to_gvk(kind);
+        if self.env.declared.can_read(&kind) {
+            Ok(kind)
+        } else {
+            Err(CallError::Denied(format!(
+                "{} is not a kind this controller declared",
+                describe(&kind)
+            )))
+        }
+    }
+
+    fn writable(&self, kind: GroupVersionKind) -> Result<GroupVersionKind, CallError> {
+        if self.env.declared.can_write(&kind) {
+            Ok(kind)
+        } else {
+            Err(CallError::Denied(format!(
+                "{} is neither the primary kind nor an owned kind of this controller",
+                describe(&kind)
+            )))
+        }
+    }
+
+    /// The namespace a write goes to: the given one, else the reconciled object's.
+    fn namespace(&self, given: Option<String>) -> Option<String> {
+        given.or_else(|| self.scope.as_ref().and_then(|s| s.namespace.clone()))
+    }
+
+    async fn timed<T>(
+        &self,
+        call: impl Future<Output = Result<T, CallError>>,
+    ) -> Result<T, CallError> {
+        let timeout = self.env.host_call_timeout;
+        tokio::time::timeout(timeout, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(CallError::Unavailable(format!(
+                    "no answer from the API server within {timeout:?}"
+                )))
+            })
+    }
+
+    /// Parses an object written by the guest and fills in its namespace; checks its kind.
+    fn intent(
+        &self,
+        object: &str,
+    ) -> Result<(GroupVersionKind, Option<String>, String, Value), CallError> {
+        let mut value: Value = serde_json::from_str(object)
+            .map_err(|e| CallError::Invalid(format!("object is not valid JSON: {e}")))?;
+        let api_version = value["apiVersion"]
+            .as_str()
+            .ok_or_else(|| CallError::Invalid("object has no apiVersion".into()))?;
+        let kind = value["kind"]
+            .as_str()
+            .ok_or_else(|| CallError::Invalid("object has no kind".into()))?;
+        let (group, version) = match api_version.split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", api_version),
+        };
+        let gvk = self.writable(GroupVersionKind::gvk(group, version, kind))?;
+        let name = value["metadata"]["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| CallError::Invalid("object has no metadata.name".into()))?
+            .to_owned();
+        let given = value["metadata"]["namespace"].as_str().map(str::to_owned);
+        let namespace = self.namespace(given);
+        if let Some(namespace) = &namespace {
+            value["metadata"]["namespace"] = Value::String(namespace.clone());
+        }
+        Ok((gvk, namespace, name, value))
+    }
+
+    fn owner_reference(&self) -> Result<Value, CallError> {
+        let scope = self
+            .scope
+            .as_ref()
+            .ok_or_else(|| CallError::Invalid("owned apply outside a reconcile".into()))?;
+        let uid = scope
+            .uid
+            .as_ref()
+            .ok_or_else(|| CallError::Invalid("the reconciled object does not exist".into()))?;
+        Ok(serde_json::json!({
+            "apiVersion": api_version(&scope.kind),
+            "kind": scope.kind.kind,
+            "name": scope.name,
+            "uid": uid,
+            "controller": true,
+            "blockOwnerDeletion": true,
+        }))
+    }
+
+    async fn apply(
+        &self,
+        object: String,
+        owned: bool,
+        force: bool,
+        status: bool,
+    ) -> Result<String, CallError> {
+        let (kind, namespace, name, mut object) = self.intent(&object)?;
+        if owned {
+            let reference = self.owner_reference()?;
+            let references = object["metadata"]
+                .as_object_mut()
+                .ok_or_else(|| CallError::Invalid("metadata is not an object".into()))?
+                .entry("ownerReferences")
+                .or_insert_with(|| Value::Array(Vec::new()));
+            let references = references.as_array_mut().ok_or_else(|| {
+                CallError::Invalid("metadata.ownerReferences is not a list".into())
+            })?;
+            references.retain(|r| r["uid"] != reference["uid"]);
+            references.push(reference);
+        }
+        let request = ApplyRequest {
+            kind,
+            namespace,
+            name,
+            object,
+            status,
+            force,
+        };
+        self.timed(self.env.backend.apply(request)).await
+    }
+}
+
+/// `apiVersion` of a kind: `group/version`, or `version` for the core group.
+pub fn api_version(kind: &GroupVersionKind) -> String {
+    if kind.group.is_empty() {
+        kind.version.clone()
+    } else {
+        format!("{}/{}", kind.group, kind.version)
+    }
+}
+
+fn describe(kind: &GroupVersionKind) -> String {
+    format!("{}/{}", api_version(kind), kind.kind)
+}
+
+/// Converts a contract kind to the kube type.
+pub fn to_gvk(kind: types::Gvk) -> GroupVersionKind {
+    GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind)
+}
+
+fn to_wit(error: CallError) -> types::Error {
+    match error {
+        CallError::Api {
+            code,
+            reason,
+            message,
+        } => types::Error::Api(types::ApiStatus {
+            code,
+            reason,
+            message,
+        }),
+        CallError::Denied(message) => types::Error::Denied(message),
+        CallError::Invalid(message) => types::Error::Invalid(message),
+        CallError::Unavailable(message) => types::Error::Unavailable(message),
+    }
+}
+
+fn answer<T>(
+    result: Result<T, CallError>,
+    env: &GuestEnv,
+    call: &str,
+) -> wasmtime::Result<Result<T, types::Error>> {
+    if let Err(error) = &result {
+        tracing::debug!(guest = %env.name, call, %error, "host call failed");
+    }
+    Ok(result.map_err(to_wit))
+}
+
+impl types::Host for CallState {}
+
+impl cache::Host for CallState {
+    async fn get(
+        &mut self,
+        kind: types::Gvk,
+        namespace: Option<String>,
+        name: String,
+    ) -> wasmtime::Result<Result<Option<String>, types::Error>> {
+        let context = &self.context;
+        let result = context.readable(kind).and_then(|kind| {
+            context
+                .env
+                .backend
+                .get(&kind, namespace.as_deref(), &name)
+                .map(|found| found.map(|json| json.to_string()))
+        });
+        answer(result, &context.env, "get")
+    }
+
+    async fn list(
+        &mut self,
+        kind: types::Gvk,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> wasmtime::Result<Result<Vec<String>, types::Error>> {
+        let context = &self.context;
+        let result = context.readable(kind).and_then(|kind| {
+            let selector = label_selector
+                .as_deref()
+                .map(str::parse::<LabelSelector>)
+                .transpose()
+                .map_err(|e| CallError::Invalid(e.to_string()))?;
+            let objects =
+                context
+                    .env
+                    .backend
+                    .list(&kind, namespace.as_deref(), selector.as_ref())?;
+            Ok(objects.iter().map(|json| json.to_string()).collect())
+        });
+        answer(result, &context.env, "list")
+    }
+}
+
+impl writes::Host for CallState {
+    async fn apply(
+        &mut self,
+        object: String,
+        options: writes::ApplyOptions,
+    ) -> wasmtime::Result<Result<String, types::Error>> {
+        let result = self
+            .context
+            .apply(object, options.owned, options.force, false)
+            .await;
+        answer(result, &self.context.env, "apply")
+    }
+
+    async fn apply_status(
+        &mut self,
+        object: String,
+    ) -> wasmtime::Result<Result<String, types::Error>> {
+        let result = self.context.apply(object, false, true, true).await;
+        answer(result, &self.context.env, "apply-status")
+    }
+
+    async fn delete(
+        &mut self,
+        kind: types::Gvk,
+        namespace: Option<String>,
+        name: String,
+        preconditions: writes::Preconditions,
+    ) -> wasmtime::Result<Result<(), types::Error>> {
+        let context = &self.context;
+        let result = match context.writable(to_gvk(kind)) {
+            Ok(kind) => {
+                let request = DeleteRequest {
+                    kind,
+                    namespace: context.namespace(namespace),
+                    name,
+                    uid: preconditions.uid,
+                    resource_version: preconditions.resource_version,
+                };
+                context.timed(context.env.backend.delete(request)).await
+            }
+            Err(error) => Err(error),
+        };
+        answer(result, &context.env, "delete")
+    }
+
+    async fn patch(
+        &mut self,
+        kind: types::Gvk,
+        namespace: Option<String>,
+        name: String,
+        patch_type: writes::PatchType,
+        patch: String,
+    ) -> wasmtime::Result<Result<String, types::Error>> {
+        let context = &self.context;
+        let result = async {
+            let kind = context.writable(to_gvk(kind))?;
+            let patch: Value = serde_json::from_str(&patch)
+                .map_err(|e| CallError::Invalid(format!("patch is not valid JSON: {e}")))?;
+            let request = PatchRequest {
+                kind,
+                namespace: context.namespace(namespace),
+                name,
+                patch,
+                json_patch: matches!(patch_type, writes::PatchType::Json),
+            };
+            context.timed(context.env.backend.patch(request)).await
+        }
+        .await;
+        answer(result, &context.env, "patch")
+    }
+}
+
+impl events::Host for CallState {
+    async fn record_event(
+        &mut self,
+        event: events::Event,
+    ) -> wasmtime::Result<Result<(), types::Error>> {
+        let context = &self.context;
+        let result = async {
+            let kind = context.readable(event.regarding_kind)?;
+            let request = EventRequest {
+                kind,
+                namespace: context.namespace(event.regarding_namespace),
+                name: event.regarding_name,
+                warning: matches!(event.event_type, events::EventType::Warning),
+                reason: event.reason,
+                action: event.action,
+                note: event.note,
+            };
+            context.timed(context.env.backend.event(request)).await
+        }
+        .await;
+        answer(result, &context.env, "record-event")
+    }
+}
+
+impl log::Host for CallState {
+    async fn log(
+        &mut self,
+        level: log::Level,
+        message: String,
+        fields: Vec<(String, String)>,
+    ) -> wasmtime::Result<()> {
+        let guest = &self.context.env.name;
+        let key = self
+            .context
+            .scope
+            .as_ref()
+            .map(|s| match &s.namespace {
+                Some(ns) => format!("{ns}/{}", s.name),
+                None => s.name.clone(),
+            })
+            .unwrap_or_default();
+        let fields = fields
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        match level {
+            log::Level::Trace => {
+                tracing::trace!(target: "guest", %guest, %key, %fields, "{message}")
+            }
+            log::Level::Debug => {
+                tracing::debug!(target: "guest", %guest, %key, %fields, "{message}")
+            }
+            log::Level::Info => tracing::info!(target: "guest", %guest, %key, %fields, "{message}"),
+            log::Level::Warn => tracing::warn!(target: "guest", %guest, %key, %fields, "{message}"),
+            log::Level::Error => {
+                tracing::error!(target: "guest", %guest, %key, %fields, "{message}")
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,291 @@
+//! Informers: one list-then-watch per (kind, namespace, label selector), shared by every guest
+//! that needs it and stopped when the last one lets go.
+//!
+//! Each informer resolves its kind through discovery (retrying until a CRD installed later
+//! appears), lists, then watches from the list's resourceVersion; on 410 Gone or any error it
+//! backs off and relists, and the relist is diffed against the cache so that handlers see
+//! exactly the adds, updates and deletes they missed.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::discovery::{self, Scope};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client};
+use tokio::sync::watch as signal;
+
+use crate::cache::{CachedObject, Change, Store};
+use crate::selector::LabelSelector;
+
+/// What an informer watches.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct InformerKey {
+    /// The kind.
+    pub kind: GroupVersionKind,
+    /// One namespace, or all.
+    pub namespace: Option<String>,
+    /// Label selector in canonical form, or none.
+    pub selector: Option<String>,
+}
+
+/// Receives every change of an informer, in order. Called on the informer's task: keep it short
+/// and never block.
+pub type Handler = Arc<dyn Fn(&Change) + Send + Sync>;
+
+/// A running informer.
+pub struct Informer {
+    key: InformerKey,
+    store: Store,
+    handlers: Mutex<Vec<(u64, Handler)>>,
+    synced: signal::Receiver<bool>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Informer {
+    /// What it watches.
+    pub fn key(&self) -> &InformerKey {
+        &self.key
+    }
+
+    /// Its cache.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Whether the first list has completed.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits until the first list has completed.
+    pub async fn synced(&self) {
+        let mut synced = self.synced.clone();
+        // The sender lives in the informer's task, which outlives every borrower of `self`.
+        let _ = synced.wait_for(|s| *s).await;
+    }
+
+    /// Registers a handler. If the informer has synced, the handler first sees every cached
+    /// object as an add, so it misses nothing whenever it subscribes.
+    pub fn subscribe(self: &Arc<Self>, handler: Handler) -> Subscription {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let mut handlers = self.handlers.lock().expect("handlers lock");
+        if self.is_synced() {
+            for object in self.store.list(None, None) {
+                handler(&Change {
+                    old: None,
+                    new: Some(object),
+                });
+            }
+        }
+        handlers.push((id, handler));
+        Subscription {
+            informer: self.clone(),
+            id,
+        }
+    }
+
+    fn emit(&self, apply: impl FnOnce(&Store) -> Vec<Change>) {
+        let handlers = self.handlers.lock().expect("handlers lock");
+        for change in apply(&self.store) {
+            for (_, handler) in handlers.iter() {
+                handler(&change);
+            }
+        }
+    }
+}
+
+impl Drop for Informer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Keeps a handler registered; dropping it unregisters the handler and releases the informer.
+pub struct Subscription {
+    informer: Arc<Informer>,
+    id: u64,
+}
+
+impl Subscription {
+    /// The informer.
+    pub fn informer(&self) -> &Arc<Informer> {
+        &self.informer
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut handlers = self.informer.handlers.lock().expect("handlers lock");
+        handlers.retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// The API resources behind kinds, resolved through discovery and remembered.
+pub struct Resources {
+    client: Client,
+    known: RwLock<HashMap<GroupVersionKind, (ApiResource, bool)>>,
+}
+
+impl Resources {
+    /// An empty registry.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            known: RwLock::default(),
+        }
+    }
+
+    /// The resource of `kind` and whether it is namespaced.
+    pub async fn resolve(
+        &self,
+        kind: &GroupVersionKind,
+    ) -> Result<(ApiResource, bool), kube::Error> {
+        if let Some(known) = self.known.read().expect("resources lock").get(kind) {
+            return Ok(known.clone());
+        }
+        let (resource, capabilities) = discovery::pinned_kind(&self.client, kind).await?;
+        let resolved = (resource, capabilities.scope == Scope::Namespaced);
+        self.known
+            .write()
+            .expect("resources lock")
+            .insert(kind.clone(), resolved.clone());
+        Ok(resolved)
+    }
+
+    /// An API handle for `kind` in `namespace` (ignored for cluster-scoped kinds).
+    pub async fn api(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+    ) -> Result<Api<DynamicObject>, kube::Error> {
+        let (resource, namespaced) = self.resolve(kind).await?;
+        Ok(match namespace {
+            Some(namespace) if namespaced => {
+                Api::namespaced_with(self.client.clone(), namespace, &resource)
+            }
+            _ => Api::all_with(self.client.clone(), &resource),
+        })
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// Every running informer, by what it watches.
+pub struct Informers {
+    resources: Arc<Resources>,
+    running: Mutex<HashMap<InformerKey, Weak<Informer>>>,
+}
+
+impl Informers {
+    /// No informers yet.
+    pub fn new(resources: Arc<Resources>) -> Self {
+        Self {
+            resources,
+            running: Mutex::default(),
+        }
+    }
+
+    /// The informer for `key`, started if nobody holds it yet.
+    pub fn acquire(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        selector: Option<&LabelSelector>,
+    ) -> Arc<Informer> {
+        let key = InformerKey {
+            kind: kind.clone(),
+            namespace: namespace.map(str::to_owned),
+            selector: selector.map(ToString::to_string),
+        };
+        let mut running = self.running.lock().expect("informers lock");
+        if let Some(informer) = running.get(&key).and_then(Weak::upgrade) {
+            return informer;
+        }
+        running.retain(|_, informer| informer.strong_count() > 0);
+        let (synced_tx, synced) = signal::channel(false);
+        let informer = Arc::new_cyclic(|weak: &Weak<Informer>| {
+            let task = tokio::spawn(run(
+                self.resources.clone(),
+                key.clone(),
+                weak.clone(),
+                synced_tx,
+            ));
+            Informer {
+                key: key.clone(),
+                store: Store::default(),
+                handlers: Mutex::default(),
+                synced,
+                task: task.abort_handle(),
+            }
+        });
+        running.insert(key, Arc::downgrade(&informer));
+        informer
+    }
+
+    /// Informers currently running.
+    pub fn running(&self) -> Vec<Arc<Informer>> {
+        let running = self.running.lock().expect("informers lock");
+        running.values().filter_map(Weak::upgrade).collect()
+    }
+}
+
+async fn run(
+    resources: Arc<Resources>,
+    key: InformerKey,
+    informer: Weak<Informer>,
+    synced: signal::Sender<bool>,
+) {
+    let mut delay = Duration::from_millis(500);
+    let api = loop {
+        match resources.api(&key.kind, key.namespace.as_deref()).await {
+            Ok(api) => break api,
+            Err(error) => {
+                tracing::warn!(kind = ?key.kind, %error, "kind not served yet; retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    };
+    let mut config = watcher::Config::default();
+    if let Some(selector) = &key.selector {
+        config = config.labels(selector);
+    }
+    let mut events = watcher::watcher(api, config).default_backoff().boxed();
+    let mut listing = Vec::new();
+    while let Some(event) = events.next().await {
+        let Some(informer) = informer.upgrade() else {
+            return;
+        };
+        match event {
+            Ok(Event::Init) => listing.clear(),
+            Ok(Event::InitApply(object)) => listing.push(CachedObject::new(object)),
+            Ok(Event::InitDone) => {
+                let objects = std::mem::take(&mut listing);
+                informer.emit(|store| store.replace(objects));
+                synced.send_replace(true);
+            }
+            Ok(Event::Apply(object)) => informer.emit(|store| {
+                store
+                    .upsert(CachedObject::new(object))
+                    .into_iter()
+                    .collect()
+            }),
+            Ok(Event::Delete(object)) => {
+                let key = CachedObject::new(object).key();
+                informer.emit(|store| store.remove(&key).into_iter().collect());
+            }
+            Err(error) => {
+                tracing::warn!(kind = ?key.kind, namespace = ?key.namespace, %error, "watch failed; retrying")
+            }
+        }
+    }
+}
