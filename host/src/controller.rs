@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 use crate::apply::{self, ClusterBackend};
 use crate::backend::{CallError, Scope};
 use crate::bindings::types::{self, Reason};
-use crate::cache::{Change, ObjectKey};
+use crate::cache::{CachedObject, Change, ObjectKey};
 use crate::dispatch::{self, Entry, Failure, Outcome};
 use crate::imports::GuestEnv;
 use crate::module::{Mapping, Module};
@@ -34,6 +34,9 @@ pub struct Settings {
     pub max_concurrency: u32,
     /// Resync period, if any.
     pub resync: Option<Duration>,
+    /// Namespaces the guest's primary and owned objects are watched in; empty means the
+    /// namespace the module declares (or all).
+    pub namespaces: Vec<String>,
     /// Per-call limits.
     pub limits: Limits,
     /// Backoff of failed keys.
@@ -64,7 +67,7 @@ pub struct Controller {
     env: Arc<GuestEnv>,
     backend: Arc<ClusterBackend>,
     queue: Arc<WorkQueue<ObjectKey, Reason>>,
-    primary: Arc<Informer>,
+    primaries: Vec<Arc<Informer>>,
     subscriptions: Mutex<Vec<Subscription>>,
     counters: Counters,
 }
@@ -81,16 +84,33 @@ impl Controller {
         workers: &mut JoinSet<()>,
     ) -> Arc<Self> {
         let metadata = &module.metadata;
-        let primary = informers.acquire(
-            &metadata.primary.kind,
-            metadata.primary.namespace.as_deref(),
-            metadata.primary.selector.as_ref(),
-        );
-        let namespace = metadata.primary.namespace.as_deref();
-        let owned: Vec<_> = metadata
-            .owns
+        let namespaces: Vec<Option<&str>> = if settings.namespaces.is_empty() {
+            vec![metadata.primary.namespace.as_deref()]
+        } else {
+            settings
+                .namespaces
+                .iter()
+                .map(|n| Some(n.as_str()))
+                .collect()
+        };
+        let primaries: Vec<_> = namespaces
             .iter()
-            .map(|kind| informers.acquire(kind, namespace, None))
+            .map(|namespace| {
+                informers.acquire(
+                    &metadata.primary.kind,
+                    *namespace,
+                    metadata.primary.selector.as_ref(),
+                )
+            })
+            .collect();
+        let owned: Vec<_> = namespaces
+            .iter()
+            .flat_map(|namespace| {
+                metadata
+                    .owns
+                    .iter()
+                    .map(|kind| informers.acquire(kind, *namespace, None))
+            })
             .collect();
         let watched: Vec<_> = metadata
             .watches
@@ -104,7 +124,7 @@ impl Controller {
                 (informer, w.mapping.clone())
             })
             .collect();
-        let mut readable = vec![primary.clone()];
+        let mut readable = primaries.clone();
         readable.extend(owned.iter().cloned());
         readable.extend(watched.iter().map(|(i, _)| i.clone()));
         let backend = Arc::new(ClusterBackend::new(
@@ -126,18 +146,20 @@ impl Controller {
             module: RwLock::new(module.clone()),
             env,
             backend,
-            primary: primary.clone(),
+            primaries: primaries.clone(),
             subscriptions: Mutex::default(),
             counters: Counters::default(),
         });
         let primary_kind = module.metadata.primary.kind.clone();
         let mut subscriptions = Vec::new();
-        let queue = controller.queue.clone();
-        subscriptions.push(primary.subscribe(Arc::new(move |change: &Change| {
-            if let Some((key, reason)) = trigger::primary(change) {
-                queue.add(key, reason);
-            }
-        })));
+        for informer in &primaries {
+            let queue = controller.queue.clone();
+            subscriptions.push(informer.subscribe(Arc::new(move |change: &Change| {
+                if let Some((key, reason)) = trigger::primary(change) {
+                    queue.add(key, reason);
+                }
+            })));
+        }
         for informer in owned {
             let queue = controller.queue.clone();
             let kind = primary_kind.clone();
@@ -193,7 +215,7 @@ impl Controller {
         }
     }
 
-    async fn map_keys(&self, objects: Vec<Arc<crate::cache::CachedObject>>) {
+    async fn map_keys(&self, objects: Vec<Arc<CachedObject>>) {
         let module = self.module();
         for object in objects {
             let kind = object.value["apiVersion"]
@@ -263,7 +285,7 @@ impl Controller {
 
     /// Whether the primary informer has listed once.
     pub fn is_synced(&self) -> bool {
-        self.primary.is_synced()
+        self.primaries.iter().all(|i| i.is_synced())
     }
 
     /// Stops taking keys and waits for reconciles in flight to finish.
@@ -273,6 +295,11 @@ impl Controller {
             .lock()
             .expect("subscriptions lock")
             .clear();
+    }
+
+    /// The cached primary object with this key.
+    fn primary(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        self.primaries.iter().find_map(|i| i.store().get(key))
     }
 
     async fn work(self: Arc<Self>) {
@@ -285,7 +312,7 @@ impl Controller {
     async fn process(&self, key: &ObjectKey, reason: Reason) {
         let module = self.module();
         let metadata = &module.metadata;
-        let object = self.primary.store().get(key);
+        let object = self.primary(key);
         let mut entry = Entry::Reconcile;
         if let (Some(finalizer), Some(object)) = (&metadata.finalizer, &object) {
             let carries = object.finalizers.iter().any(|f| f == finalizer);
@@ -398,8 +425,10 @@ async fn resync(controller: Weak<Controller>, period: Duration) {
         let Some(controller) = controller.upgrade() else {
             return;
         };
-        for key in controller.primary.store().keys() {
-            controller.queue.add(key, Reason::Resync);
+        for informer in &controller.primaries {
+            for key in informer.store().keys() {
+                controller.queue.add(key, Reason::Resync);
+            }
         }
     }
 }

@@ -124,6 +124,7 @@ fn settings(
             .resync_seconds
             .map(|s| Duration::from_secs(s.into()))
             .or(metadata.resync),
+        namespaces: config.namespaces.clone(),
         limits,
         queue,
     }

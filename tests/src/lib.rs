@@ -187,3 +187,142 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The workspace's target folder.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
+}
+
+fn cargo(args: &[&str]) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(args)
+        .current_dir(repo_root())
+        .status()
+        .unwrap_or_else(|error| panic!("running cargo {args:?}: {error}"));
+    assert!(status.success(), "cargo {args:?} failed with {status}");
+}
+
+/// Builds the guest crate `package` for `wasm32-wasip2` (once per test process) and returns
+/// the component's path.
+pub fn guest_wasm(package: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().expect("build lock");
+    if !built.iter().any(|p| p == package) {
+        cargo(&[
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "-p",
+            package,
+        ]);
+        built.push(package.to_owned());
+    }
+    target_dir()
+        .join("wasm32-wasip2/release")
+        .join(format!("{}.wasm", package.replace('-', "_")))
+}
+
+/// Builds the `kubewasm` binary (once per test process) and returns its path.
+pub fn host_binary() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            cargo(&["build", "-p", "kubewasm", "--bin", "kubewasm"]);
+            target_dir().join("debug/kubewasm")
+        })
+        .clone()
+}
+
+/// A `kubewasm run` process. Dropping it kills the process.
+pub struct HostProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl HostProcess {
+    /// Starts the host with `config` (YAML) against the test control plane. Its log is written
+    /// next to the config, in a folder named after `name`.
+    pub fn start(name: &str, config: &str) -> Result<Self> {
+        let dir = std::env::temp_dir().join(format!("kubewasm-host-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let config_path = dir.join("config.yaml");
+        std::fs::write(&config_path, config)?;
+        let log = dir.join("host.log");
+        let output = std::fs::File::create(&log)?;
+        let child = Command::new(host_binary())
+            .arg("run")
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--kubeconfig")
+            .arg(control_plane().kubeconfig())
+            .env("RUST_LOG", "info,kubewasm=debug")
+            .stdin(Stdio::null())
+            .stdout(output.try_clone()?)
+            .stderr(output)
+            .spawn()
+            .context("starting kubewasm")?;
+        Ok(Self { child, log })
+    }
+
+    /// The host's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits for the process to exit; returns whether it exited cleanly.
+    pub fn stop(mut self) -> Result<bool> {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -TERM failed");
+        Ok(self.child.wait()?.success())
+    }
+}
+
+impl Drop for HostProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Applies every object of a YAML file (one or more documents) with server-side apply.
+pub async fn apply_yaml(client: &Client, path: &Path, namespace: Option<&str>) -> Result<()> {
+    use kube::api::{DynamicObject, Patch, PatchParams};
+    use kube::discovery::pinned_kind;
+    use serde::Deserialize;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let object = DynamicObject::deserialize(document)?;
+        let types = object
+            .types
+            .clone()
+            .context("object without apiVersion/kind")?;
+        let gvk = kube::api::GroupVersionKind::try_from(&types)?;
+        let (resource, capabilities) = pinned_kind(client, &gvk).await?;
+        let name = object
+            .metadata
+            .name
+            .clone()
+            .context("object without a name")?;
+        let api: Api<DynamicObject> = match (capabilities.scope, namespace) {
+            (kube::discovery::Scope::Namespaced, Some(ns)) => {
+                Api::namespaced_with(client.clone(), ns, &resource)
+            }
+            _ => Api::all_with(client.clone(), &resource),
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply("kubewasm-tests").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .with_context(|| format!("applying {name} from {}", path.display()))?;
+    }
+    Ok(())
+}
