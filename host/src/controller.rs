@@ -68,6 +68,8 @@ pub struct Controller {
     backend: Arc<ClusterBackend>,
     queue: Arc<WorkQueue<ObjectKey, Reason>>,
     primaries: Vec<Arc<Informer>>,
+    /// Every informer the guest reads: workers start once all of them have listed.
+    readable: Vec<Arc<Informer>>,
     subscriptions: Mutex<Vec<Subscription>>,
     counters: Counters,
 }
@@ -130,7 +132,7 @@ impl Controller {
         let backend = Arc::new(ClusterBackend::new(
             resources.clone(),
             &settings.name,
-            readable,
+            readable.clone(),
         ));
         let env = Arc::new(GuestEnv {
             name: settings.name.clone(),
@@ -147,6 +149,7 @@ impl Controller {
             env,
             backend,
             primaries: primaries.clone(),
+            readable: readable.clone(),
             subscriptions: Mutex::default(),
             counters: Counters::default(),
         });
@@ -283,9 +286,9 @@ impl Controller {
         self.backend.elided()
     }
 
-    /// Whether the primary informer has listed once.
+    /// Whether every informer the guest reads has listed once.
     pub fn is_synced(&self) -> bool {
-        self.primaries.iter().all(|i| i.is_synced())
+        self.readable.iter().all(|i| i.is_synced())
     }
 
     /// Stops taking keys and waits for reconciles in flight to finish.
@@ -303,6 +306,10 @@ impl Controller {
     }
 
     async fn work(self: Arc<Self>) {
+        // Reconciling against a partly listed cache would see owned objects as missing.
+        for informer in &self.readable {
+            informer.synced().await;
+        }
         while let Some(item) = self.queue.next().await {
             self.process(&item.key, item.reason).await;
             self.queue.done(&item.key);

@@ -1,0 +1,128 @@
+//! Writes, executed by the host with the field manager `kubewasm-<name>`.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::bindings::kubewasm::controller::writes as wit;
+pub use crate::bindings::kubewasm::controller::writes::{ApplyOptions, Preconditions};
+use crate::{Error, Gvk, Result};
+
+impl Default for ApplyOptions {
+    /// `owned: true, force: true`: the reconciled object becomes the controller owner and
+    /// conflicting fields are taken over.
+    fn default() -> Self {
+        Self {
+            owned: true,
+            force: true,
+        }
+    }
+}
+
+impl ApplyOptions {
+    /// `owned: false, force: true`: for objects outside the reconciled object's owner tree.
+    pub fn not_owned() -> Self {
+        Self {
+            owned: false,
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for Preconditions {
+    /// No preconditions.
+    fn default() -> Self {
+        Self {
+            uid: None,
+            resource_version: None,
+        }
+    }
+}
+
+impl Preconditions {
+    /// Delete only the object with this uid (not a newer object with the same name).
+    pub fn uid(uid: impl Into<String>) -> Self {
+        Self {
+            uid: Some(uid.into()),
+            resource_version: None,
+        }
+    }
+
+    /// Delete only if the object still has this resourceVersion.
+    pub fn resource_version(resource_version: impl Into<String>) -> Self {
+        Self {
+            uid: None,
+            resource_version: Some(resource_version.into()),
+        }
+    }
+}
+
+fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(Error::from)
+}
+
+fn from_json(text: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(Error::from)
+}
+
+/// Server-side apply of `object`, which must carry `apiVersion`, `kind` and `metadata.name`;
+/// `metadata.namespace` defaults to the reconciled object's namespace. Only include the fields
+/// this controller manages. Returns the object as the API server holds it afterwards; an apply
+/// that would change nothing is not sent.
+pub fn apply<T: Serialize + ?Sized>(object: &T, options: ApplyOptions) -> Result<Value> {
+    from_json(&wit::apply(&to_json(object)?, options)?)
+}
+
+/// Server-side apply of the `status` subresource of `object` (`apiVersion`, `kind`,
+/// `metadata.name` and `status`), with the same rules as [`apply`].
+pub fn apply_status<T: Serialize + ?Sized>(object: &T) -> Result<Value> {
+    from_json(&wit::apply_status(&to_json(object)?)?)
+}
+
+/// Deletes an object with background propagation. An object that is already gone yields a
+/// 404 [`Error::Api`] (see [`IgnoreNotFound`](crate::IgnoreNotFound)); a failed precondition a
+/// 409.
+pub fn delete(
+    kind: &Gvk,
+    namespace: Option<&str>,
+    name: &str,
+    preconditions: Preconditions,
+) -> Result<()> {
+    Ok(wit::delete(kind, namespace, name, &preconditions)?)
+}
+
+/// Applies an RFC 7386 JSON merge patch (`null` removes a key) and returns the patched object.
+pub fn patch_merge<T: Serialize + ?Sized>(
+    kind: &Gvk,
+    namespace: Option<&str>,
+    name: &str,
+    patch: &T,
+) -> Result<Value> {
+    let patched = wit::patch(
+        kind,
+        namespace,
+        name,
+        wit::PatchType::Merge,
+        &to_json(patch)?,
+    )?;
+    from_json(&patched)
+}
+
+/// Applies an RFC 6902 JSON patch (an array of operations) and returns the patched object.
+///
+/// A `replace` of `/metadata/resourceVersion` with the resourceVersion the guest read turns the
+/// patch into an optimistic-concurrency write: it fails with a 409 if the object changed since.
+pub fn patch_json<T: Serialize + ?Sized>(
+    kind: &Gvk,
+    namespace: Option<&str>,
+    name: &str,
+    patch: &T,
+) -> Result<Value> {
+    let patched = wit::patch(
+        kind,
+        namespace,
+        name,
+        wit::PatchType::Json,
+        &to_json(patch)?,
+    )?;
+    from_json(&patched)
+}
