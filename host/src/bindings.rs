@@ -12,8 +12,7 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use exports::kubewasm::controller::guest as guest_api;
-pub use kubewasm::controller::types;
+pub use self::kubewasm::controller::types;
 
 /// The exported interface's name, with the contract version a module must implement.
 pub const GUEST_INTERFACE: &str = "kubewasm:controller/guest@0.1.0";

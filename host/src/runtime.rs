@@ -106,11 +106,6 @@ impl Runtime {
         })
     }
 
-    /// The engine.
-    pub fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
     /// The linker with every import a guest may use.
     pub fn linker(&self) -> &Linker<CallState> {
         &self.linker

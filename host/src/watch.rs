@@ -112,13 +112,6 @@ pub struct Subscription {
     id: u64,
 }
 
-impl Subscription {
-    /// The informer.
-    pub fn informer(&self) -> &Arc<Informer> {
-        &self.informer
-    }
-}
-
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut handlers = self.informer.handlers.lock().expect("handlers lock");

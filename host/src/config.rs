@@ -1,0 +1,1141 @@
+//! The host's YAML configuration file: which modules to run, their limits and grants, and the
+//! workqueue's backoff.
+//!
+//! ```yaml
+//! modules:
+//!   - path: podset.wasm          # required; relative paths resolve against the file's folder
+//!     name: podset               # optional DNS-1123 label overriding the declared name
+//!     maxConcurrency: 4          # optional, 1..=1024, overrides the declared value
+//!     resyncSeconds: 300         # optional, >= 1, overrides the declared value
+//!     namespaces: [team-a]       # optional; empty or absent = every namespace
+//!     limits:                    # optional; every field optional
+//!       timeoutMs: 10000         # >= 1
+//!       memoryBytes: 64Mi        # >= 1 MiB; a number of bytes or a Kubernetes quantity
+//!       hostCallTimeoutMs: 5000  # >= 1
+//!     grants:                    # optional; absent = only the kinds the module declares
+//!       - apiGroups: [""]
+//!         resources: [pods]
+//!         verbs: [get, list, watch]
+//!         namespaces: []         # empty = every namespace
+//! queue:                         # optional
+//!   baseBackoffMs: 5
+//!   maxBackoffSeconds: 1000
+//! ```
+//!
+//! Unknown fields are errors, so typos do not silently fall back to defaults.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::queue::QueueConfig;
+use crate::selector::{is_dns1123_label, is_dns1123_subdomain};
+
+/// Default wall-clock deadline of one reconcile call: generous for a reconcile, which mostly
+/// waits on API calls, yet bounded so a stuck guest cannot hold a worker forever.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default cap on an instance's linear memory (64 MiB): ample for parsing and rewriting the JSON
+/// of large objects and lists, small enough to run many modules side by side.
+pub const DEFAULT_MEMORY_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Default timeout of each API call the host makes on a guest's behalf: half the reconcile
+/// deadline, so a slow API server surfaces as a call error the guest can handle rather than as
+/// a killed reconcile.
+pub const DEFAULT_HOST_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Smallest accepted `limits.memoryBytes` (1 MiB); less cannot hold a component's stack and
+/// heap.
+pub const MIN_MEMORY_BYTES: u64 = 1024 * 1024;
+
+/// Largest accepted `maxConcurrency`.
+pub const MAX_CONCURRENCY: u32 = 1024;
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file that was read.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The text is not YAML of the expected shape (syntax error, unknown field, wrong type).
+    #[error("cannot parse {}: {source}", path.as_deref().map_or("configuration".into(), |p| p.display().to_string()))]
+    Parse {
+        /// The file, or `None` for [`Config::from_yaml`].
+        path: Option<PathBuf>,
+        /// The YAML error, including the field path and location.
+        source: serde_yaml::Error,
+    },
+    /// A field has a value outside its allowed range or format.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// Path of the offending field, e.g. `modules[1].limits.memoryBytes`.
+        field: String,
+        /// What is wrong, quoting the bad value.
+        message: String,
+    },
+}
+
+/// A validated host configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The modules to run, in file order; at least one, with distinct paths and names.
+    pub modules: Vec<ModuleConfig>,
+    /// Backoff of every controller's workqueue (client-go's defaults when absent).
+    pub queue: QueueConfig,
+}
+
+/// One module to load, with the file's overrides of what the module declares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleConfig {
+    /// The `.wasm` component, resolved against the configuration file's folder, without `.`
+    /// segments (`..` is kept; existence is not checked here).
+    pub path: PathBuf,
+    /// Replaces the module's declared name; a DNS-1123 label.
+    pub name: Option<String>,
+    /// Replaces the module's declared max-concurrency; within `1..=MAX_CONCURRENCY`.
+    pub max_concurrency: Option<u32>,
+    /// Replaces the module's declared resync period; at least 1 second.
+    pub resync_seconds: Option<u32>,
+    /// Namespaces the primary watch is restricted to, sorted, distinct DNS-1123 labels; empty
+    /// means every namespace.
+    pub namespaces: Vec<String>,
+    /// Resource limits of the module's instances.
+    pub limits: Limits,
+    /// `None`: the module may only touch the kinds it declares. `Some`: exactly these rules.
+    pub grants: Option<Vec<Grant>>,
+}
+
+/// Per-module resource limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock deadline of one reconcile call; at least 1 ms.
+    pub timeout: Duration,
+    /// Maximum linear memory of one instance; at least [`MIN_MEMORY_BYTES`].
+    pub memory_bytes: u64,
+    /// Timeout of each API call made on the guest's behalf; at least 1 ms.
+    pub host_call_timeout: Duration,
+}
+
+impl Default for Limits {
+    /// [`DEFAULT_TIMEOUT`], [`DEFAULT_MEMORY_BYTES`] and [`DEFAULT_HOST_CALL_TIMEOUT`].
+    fn default() -> Self {
+        Self {
+            timeout: DEFAULT_TIMEOUT,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            host_call_timeout: DEFAULT_HOST_CALL_TIMEOUT,
+        }
+    }
+}
+
+/// An API verb a [`Grant`] can allow, as in Kubernetes RBAC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Verb {
+    /// `get`
+    Get,
+    /// `list`
+    List,
+    /// `watch`
+    Watch,
+    /// `create`
+    Create,
+    /// `update`
+    Update,
+    /// `patch`
+    Patch,
+    /// `delete`
+    Delete,
+    /// `deletecollection`
+    DeleteCollection,
+    /// `*`: every verb.
+    All,
+}
+
+impl Verb {
+    const EVERY: [Verb; 9] = [
+        Verb::Get,
+        Verb::List,
+        Verb::Watch,
+        Verb::Create,
+        Verb::Update,
+        Verb::Patch,
+        Verb::Delete,
+        Verb::DeleteCollection,
+        Verb::All,
+    ];
+
+    /// The verb as written in the configuration and in RBAC rules.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+            Verb::All => "*",
+        }
+    }
+}
+
+/// An RBAC-like rule: the verbs allowed on the resources of the API groups, in the namespaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// API groups (`""` is the core group, `*` any group); non-empty.
+    pub api_groups: Vec<String>,
+    /// Resources as plural names (`pods`), subresources (`pods/status`, `*/scale`) or `*`;
+    /// non-empty.
+    pub resources: Vec<String>,
+    /// Allowed verbs, sorted and distinct; non-empty.
+    pub verbs: Vec<Verb>,
+    /// Namespaces the rule applies to, sorted, distinct DNS-1123 labels; empty means every
+    /// namespace and cluster-scoped objects.
+    pub namespaces: Vec<String>,
+}
+
+impl Grant {
+    /// Whether this rule allows `verb` on `resource` (`plural` or `plural/subresource`) of
+    /// `api_group` in `namespace` (`None`: cluster-scoped, or across all namespaces), with RBAC's
+    /// matching: `*` matches any group, resource or verb, `*/sub` any resource's subresource
+    /// `sub`. A rule restricted to namespaces never allows `namespace: None`.
+    pub fn permits(
+        &self,
+        api_group: &str,
+        resource: &str,
+        verb: Verb,
+        namespace: Option<&str>,
+    ) -> bool {
+        let group_ok = self.api_groups.iter().any(|g| g == "*" || g == api_group);
+        let resource_ok = self.resources.iter().any(|r| {
+            r == "*"
+                || r == resource
+                || r.strip_prefix("*/").is_some_and(|sub| {
+                    resource
+                        .split_once('/')
+                        .is_some_and(|(_, requested)| requested == sub)
+                })
+        });
+        let verb_ok = self.verbs.iter().any(|&v| v == Verb::All || v == verb);
+        let namespace_ok = self.namespaces.is_empty()
+            || namespace.is_some_and(|ns| self.namespaces.iter().any(|n| n == ns));
+        group_ok && resource_ok && verb_ok && namespace_ok
+    }
+}
+
+impl Config {
+    /// Reads and validates the file at `path`; relative module paths resolve against its folder.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let base_dir = path.parent().unwrap_or(Path::new(""));
+        parse(&text, base_dir).map_err(|error| match error {
+            ConfigError::Parse { path: None, source } => ConfigError::Parse {
+                path: Some(path.to_owned()),
+                source,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses and validates `text`; relative module paths resolve against `base_dir`.
+    pub fn from_yaml(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
+        parse(text, base_dir)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawConfig {
+    #[serde(default)]
+    modules: Vec<RawModule>,
+    queue: Option<RawQueue>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawModule {
+    path: PathBuf,
+    name: Option<String>,
+    max_concurrency: Option<u32>,
+    resync_seconds: Option<u32>,
+    namespaces: Option<Vec<String>>,
+    limits: Option<RawLimits>,
+    grants: Option<Vec<RawGrant>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawLimits {
+    timeout_ms: Option<u64>,
+    /// A number of bytes or a quantity string; checked by [`memory_bytes`].
+    memory_bytes: Option<serde_yaml::Value>,
+    host_call_timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawGrant {
+    api_groups: Vec<String>,
+    resources: Vec<String>,
+    verbs: Vec<String>,
+    #[serde(default)]
+    namespaces: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawQueue {
+    base_backoff_ms: Option<u64>,
+    max_backoff_seconds: Option<u64>,
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn parse(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
+    // An empty document (or one of only comments) deserializes as `None`.
+    let raw: Option<RawConfig> =
+        serde_yaml::from_str(text).map_err(|source| ConfigError::Parse { path: None, source })?;
+    let raw = raw.unwrap_or(RawConfig {
+        modules: Vec::new(),
+        queue: None,
+    });
+    if raw.modules.is_empty() {
+        return Err(invalid("modules", "at least one module is required"));
+    }
+    let mut modules: Vec<ModuleConfig> = Vec::with_capacity(raw.modules.len());
+    for (i, module) in raw.modules.into_iter().enumerate() {
+        let module = validate_module(module, &format!("modules[{i}]"), base_dir)?;
+        if let Some(j) = modules.iter().position(|m| m.path == module.path) {
+            return Err(invalid(
+                format!("modules[{i}].path"),
+                format!("{:?} is also the path of modules[{j}]", module.path),
+            ));
+        }
+        if let Some(name) = &module.name
+            && let Some(j) = modules.iter().position(|m| m.name.as_ref() == Some(name))
+        {
+            return Err(invalid(
+                format!("modules[{i}].name"),
+                format!("{name:?} is also the name of modules[{j}]"),
+            ));
+        }
+        modules.push(module);
+    }
+    let queue = raw
+        .queue
+        .map_or_else(|| Ok(QueueConfig::default()), validate_queue)?;
+    Ok(Config { modules, queue })
+}
+
+fn validate_module(raw: RawModule, at: &str, base_dir: &Path) -> Result<ModuleConfig, ConfigError> {
+    if raw.path.extension().is_none_or(|ext| ext != "wasm") {
+        return Err(invalid(
+            format!("{at}.path"),
+            format!("{:?} is not a .wasm file", raw.path),
+        ));
+    }
+    if let Some(name) = &raw.name
+        && !is_dns1123_label(name)
+    {
+        return Err(invalid(
+            format!("{at}.name"),
+            format!(
+                "{name:?} is not a DNS-1123 label (at most 63 lowercase letters, digits and '-', \
+                 starting and ending with a letter or digit)"
+            ),
+        ));
+    }
+    if let Some(n) = raw.max_concurrency
+        && !(1..=MAX_CONCURRENCY).contains(&n)
+    {
+        return Err(invalid(
+            format!("{at}.maxConcurrency"),
+            format!("{n} is outside 1..={MAX_CONCURRENCY}"),
+        ));
+    }
+    if raw.resync_seconds == Some(0) {
+        return Err(invalid(
+            format!("{at}.resyncSeconds"),
+            "0 is not at least 1",
+        ));
+    }
+    let namespaces = namespace_list(
+        raw.namespaces.unwrap_or_default(),
+        &format!("{at}.namespaces"),
+    )?;
+    let limits = match raw.limits {
+        Some(limits) => validate_limits(limits, &format!("{at}.limits"))?,
+        None => Limits::default(),
+    };
+    let grants = match raw.grants {
+        Some(grants) => Some(
+            grants
+                .into_iter()
+                .enumerate()
+                .map(|(i, grant)| validate_grant(grant, &format!("{at}.grants[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        None => None,
+    };
+    Ok(ModuleConfig {
+        // Collecting the components drops `.` segments: `dir/./a.wasm` becomes `dir/a.wasm`.
+        path: base_dir.join(raw.path).components().collect(),
+        name: raw.name,
+        max_concurrency: raw.max_concurrency,
+        resync_seconds: raw.resync_seconds,
+        namespaces,
+        limits,
+        grants,
+    })
+}
+
+/// Sorted, distinct DNS-1123 labels.
+fn namespace_list(namespaces: Vec<String>, at: &str) -> Result<Vec<String>, ConfigError> {
+    let mut seen = BTreeSet::new();
+    for (i, namespace) in namespaces.into_iter().enumerate() {
+        if !is_dns1123_label(&namespace) {
+            return Err(invalid(
+                format!("{at}[{i}]"),
+                format!("{namespace:?} is not a valid namespace name (a DNS-1123 label)"),
+            ));
+        }
+        if !seen.insert(namespace.clone()) {
+            return Err(invalid(
+                format!("{at}[{i}]"),
+                format!("{namespace:?} is listed twice"),
+            ));
+        }
+    }
+    Ok(seen.into_iter().collect())
+}
+
+fn millis(value: Option<u64>, default: Duration, field: String) -> Result<Duration, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(0) => Err(invalid(field, "0 is not at least 1")),
+        Some(ms) => Ok(Duration::from_millis(ms)),
+    }
+}
+
+fn validate_limits(raw: RawLimits, at: &str) -> Result<Limits, ConfigError> {
+    let memory_bytes = match raw.memory_bytes {
+        None => DEFAULT_MEMORY_BYTES,
+        Some(value) => memory_bytes(&value).map_err(|m| invalid(format!("{at}.memoryBytes"), m))?,
+    };
+    Ok(Limits {
+        timeout: millis(raw.timeout_ms, DEFAULT_TIMEOUT, format!("{at}.timeoutMs"))?,
+        memory_bytes,
+        host_call_timeout: millis(
+            raw.host_call_timeout_ms,
+            DEFAULT_HOST_CALL_TIMEOUT,
+            format!("{at}.hostCallTimeoutMs"),
+        )?,
+    })
+}
+
+/// `memoryBytes` as a plain number or a quantity string, at least [`MIN_MEMORY_BYTES`].
+fn memory_bytes(value: &serde_yaml::Value) -> Result<u64, String> {
+    let (bytes, shown) = match value {
+        serde_yaml::Value::Number(n) => {
+            // YAML reads `1e9` as a float; accept it when it is a whole number of bytes.
+            let whole = n.as_u64().or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(f))
+                    .map(|f| f as u64)
+            });
+            match whole {
+                Some(bytes) => (bytes, n.to_string()),
+                None => return Err(format!("{n} is not a whole, non-negative number of bytes")),
+            }
+        }
+        serde_yaml::Value::String(s) => (parse_quantity(s)?, format!("{s:?}")),
+        other => {
+            let found = match other {
+                serde_yaml::Value::Bool(b) => b.to_string(),
+                serde_yaml::Value::Sequence(_) => "a list".to_owned(),
+                serde_yaml::Value::Mapping(_) => "a mapping".to_owned(),
+                _ => "a tagged value".to_owned(),
+            };
+            return Err(format!(
+                "expected a number of bytes or a quantity such as \"64Mi\", found {found}"
+            ));
+        }
+    };
+    if bytes < MIN_MEMORY_BYTES {
+        return Err(format!(
+            "{shown} is below the minimum of 1Mi ({MIN_MEMORY_BYTES} bytes)"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// A Kubernetes quantity as a whole number of bytes: a decimal number (`128`, `1.5`) with an
+/// optional binary suffix (`Ki` … `Ei`), decimal suffix (`k`, `M`, `G`, `T`, `P`, `E`) or
+/// decimal exponent (`e6`, `E6`).
+fn parse_quantity(text: &str) -> Result<u64, String> {
+    let not_quantity = || format!("{text:?} is not a quantity");
+    let number_end = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(number_end);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+        return Err(not_quantity());
+    }
+    let too_large = || format!("{text:?} is too large");
+    let multiplier: u128 = match suffix {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        "Pi" => 1 << 50,
+        "Ei" => 1 << 60,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "P" => 1_000_000_000_000_000,
+        "E" => 1_000_000_000_000_000_000,
+        _ => {
+            let exponent = suffix
+                .strip_prefix(['e', 'E'])
+                .filter(|e| !e.is_empty() && e.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or_else(not_quantity)?;
+            let exponent: u32 = exponent.parse().map_err(|_| too_large())?;
+            10u128.checked_pow(exponent).ok_or_else(too_large)?
+        }
+    };
+    let digits: u128 = format!("{whole}{fraction}")
+        .parse()
+        .map_err(|_| too_large())?;
+    let scale = u32::try_from(fraction.len())
+        .ok()
+        .and_then(|n| 10u128.checked_pow(n))
+        .ok_or_else(too_large)?;
+    let scaled = digits.checked_mul(multiplier).ok_or_else(too_large)?;
+    if scaled % scale != 0 {
+        return Err(format!("{text:?} is not a whole number of bytes"));
+    }
+    u64::try_from(scaled / scale).map_err(|_| too_large())
+}
+
+const VERBS: &str = "get, list, watch, create, update, patch, delete, deletecollection, *";
+
+fn validate_grant(raw: RawGrant, at: &str) -> Result<Grant, ConfigError> {
+    let non_empty = |list: &[String], name: &str| {
+        if list.is_empty() {
+            Err(invalid(format!("{at}.{name}"), "must not be empty"))
+        } else {
+            Ok(())
+        }
+    };
+    non_empty(&raw.api_groups, "apiGroups")?;
+    non_empty(&raw.resources, "resources")?;
+    non_empty(&raw.verbs, "verbs")?;
+    for (i, group) in raw.api_groups.iter().enumerate() {
+        if !(group.is_empty() || group == "*" || is_dns1123_subdomain(group)) {
+            return Err(invalid(
+                format!("{at}.apiGroups[{i}]"),
+                format!(
+                    "{group:?} is not an API group (\"\" for core, \"*\", or a DNS subdomain such as apps)"
+                ),
+            ));
+        }
+    }
+    for (i, resource) in raw.resources.iter().enumerate() {
+        let (plural, sub) = match resource.split_once('/') {
+            Some((plural, sub)) => (plural, Some(sub)),
+            None => (resource.as_str(), None),
+        };
+        let plural_ok = plural == "*" || is_dns1123_label(plural);
+        if !plural_ok || sub.is_some_and(|s| !is_dns1123_label(s)) {
+            return Err(invalid(
+                format!("{at}.resources[{i}]"),
+                format!(
+                    "{resource:?} is not a resource (a lowercase plural such as pods, optionally \
+                     with /subresource, or *)"
+                ),
+            ));
+        }
+    }
+    let mut verbs = BTreeSet::new();
+    for (i, verb) in raw.verbs.iter().enumerate() {
+        let parsed = Verb::EVERY
+            .into_iter()
+            .find(|v| v.as_str() == verb)
+            .ok_or_else(|| {
+                invalid(
+                    format!("{at}.verbs[{i}]"),
+                    format!("{verb:?} is not a verb (one of {VERBS})"),
+                )
+            })?;
+        verbs.insert(parsed);
+    }
+    let namespaces = namespace_list(raw.namespaces, &format!("{at}.namespaces"))?;
+    Ok(Grant {
+        api_groups: raw.api_groups,
+        resources: raw.resources,
+        verbs: verbs.into_iter().collect(),
+        namespaces,
+    })
+}
+
+fn validate_queue(raw: RawQueue) -> Result<QueueConfig, ConfigError> {
+    let defaults = QueueConfig::default();
+    let base_delay = millis(
+        raw.base_backoff_ms,
+        defaults.base_delay,
+        "queue.baseBackoffMs".into(),
+    )?;
+    let max_delay = match raw.max_backoff_seconds {
+        None => defaults.max_delay,
+        Some(0) => return Err(invalid("queue.maxBackoffSeconds", "0 is not at least 1")),
+        Some(s) => Duration::from_secs(s),
+    };
+    if max_delay < base_delay {
+        return Err(invalid(
+            "queue.maxBackoffSeconds",
+            format!(
+                "{} s is less than baseBackoffMs ({} ms)",
+                max_delay.as_secs(),
+                base_delay.as_millis()
+            ),
+        ));
+    }
+    Ok(QueueConfig {
+        base_delay,
+        max_delay,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = r#"
+# kubewasm host configuration
+modules:
+  - path: podset.wasm          # required: a .wasm component file
+    name: podset
+    maxConcurrency: 4
+    resyncSeconds: 300
+    namespaces: [team-b, team-a]
+    limits:
+      timeoutMs: 20000
+      memoryBytes: 67108864
+      hostCallTimeoutMs: 2500
+    grants:
+      - apiGroups: [""]
+        resources: [pods]
+        verbs: [get, list, watch, create, update, patch, delete]
+        namespaces: []
+      - apiGroups: [apps, "*"]
+        resources: ["*/scale", deployments/status]
+        verbs: ["*", get]
+        namespaces: [team-a]
+  - path: /opt/modules/other.wasm
+    limits:
+      memoryBytes: 128Mi
+queue:
+  baseBackoffMs: 10
+  maxBackoffSeconds: 300
+"#;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::from_yaml(text, Path::new("/etc/kubewasm"))
+    }
+
+    fn invalid_at(text: &str) -> (String, String) {
+        match parse(text) {
+            Err(ConfigError::Invalid { field, message }) => (field, message),
+            other => panic!("expected Invalid for {text:?}, got {other:?}"),
+        }
+    }
+
+    fn parse_error(text: &str) -> String {
+        match parse(text) {
+            Err(error @ ConfigError::Parse { .. }) => error.to_string(),
+            other => panic!("expected Parse for {text:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn full_example_parses() {
+        let config = parse(FULL).unwrap();
+        assert_eq!(
+            config.modules[0],
+            ModuleConfig {
+                path: PathBuf::from("/etc/kubewasm/podset.wasm"),
+                name: Some("podset".into()),
+                max_concurrency: Some(4),
+                resync_seconds: Some(300),
+                namespaces: vec!["team-a".into(), "team-b".into()],
+                limits: Limits {
+                    timeout: Duration::from_secs(20),
+                    memory_bytes: 64 << 20,
+                    host_call_timeout: Duration::from_millis(2500),
+                },
+                grants: Some(vec![
+                    Grant {
+                        api_groups: vec!["".into()],
+                        resources: vec!["pods".into()],
+                        verbs: vec![
+                            Verb::Get,
+                            Verb::List,
+                            Verb::Watch,
+                            Verb::Create,
+                            Verb::Update,
+                            Verb::Patch,
+                            Verb::Delete,
+                        ],
+                        namespaces: vec![],
+                    },
+                    Grant {
+                        api_groups: vec!["apps".into(), "*".into()],
+                        resources: vec!["*/scale".into(), "deployments/status".into()],
+                        verbs: vec![Verb::Get, Verb::All],
+                        namespaces: vec!["team-a".into()],
+                    },
+                ]),
+            }
+        );
+        assert_eq!(
+            config.modules[1].path,
+            PathBuf::from("/opt/modules/other.wasm")
+        );
+        assert_eq!(config.modules[1].limits.memory_bytes, 128 << 20);
+        assert_eq!(
+            config.queue,
+            QueueConfig {
+                base_delay: Duration::from_millis(10),
+                max_delay: Duration::from_secs(300),
+            }
+        );
+    }
+
+    #[test]
+    fn minimal_config_gets_defaults() {
+        let config = parse("modules: [{path: a.wasm}]").unwrap();
+        assert_eq!(
+            config,
+            Config {
+                modules: vec![ModuleConfig {
+                    path: PathBuf::from("/etc/kubewasm/a.wasm"),
+                    name: None,
+                    max_concurrency: None,
+                    resync_seconds: None,
+                    namespaces: vec![],
+                    limits: Limits {
+                        timeout: Duration::from_secs(10),
+                        memory_bytes: 64 * 1024 * 1024,
+                        host_call_timeout: Duration::from_secs(5),
+                    },
+                    grants: None,
+                }],
+                queue: QueueConfig {
+                    base_delay: Duration::from_millis(5),
+                    max_delay: Duration::from_secs(1000),
+                },
+            }
+        );
+        // Partial limits keep the defaults of the fields left out; empty grants stay explicit.
+        let config =
+            parse("modules: [{path: a.wasm, limits: {timeoutMs: 1}, grants: []}]").unwrap();
+        let module = &config.modules[0];
+        assert_eq!(module.limits.timeout, Duration::from_millis(1));
+        assert_eq!(module.limits.memory_bytes, DEFAULT_MEMORY_BYTES);
+        assert_eq!(module.limits.host_call_timeout, DEFAULT_HOST_CALL_TIMEOUT);
+        assert_eq!(module.grants, Some(vec![]));
+        // YAML reads `1e9` as a float; whole floats are accepted.
+        let config = parse("modules: [{path: a.wasm, limits: {memoryBytes: 1e9}}]").unwrap();
+        assert_eq!(config.modules[0].limits.memory_bytes, 1_000_000_000);
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_config_folder() {
+        let text = "modules: [{path: a.wasm}, {path: ./sub/b.wasm}, {path: ../c.wasm}, {path: /abs/d.wasm}]";
+        let paths: Vec<String> = Config::from_yaml(text, Path::new("/etc/kubewasm"))
+            .unwrap()
+            .modules
+            .into_iter()
+            .map(|m| m.path.display().to_string())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "/etc/kubewasm/a.wasm",
+                "/etc/kubewasm/sub/b.wasm",
+                "/etc/kubewasm/../c.wasm",
+                "/abs/d.wasm"
+            ]
+        );
+        let config = Config::from_yaml("modules: [{path: ./a.wasm}]", Path::new("")).unwrap();
+        assert_eq!(config.modules[0].path.display().to_string(), "./a.wasm");
+    }
+
+    #[test]
+    fn load_reads_the_file_and_resolves_against_its_folder() {
+        let dir = std::env::temp_dir().join(format!("kubewasm-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("kubewasm.yaml");
+        std::fs::write(&file, "modules:\n  - path: podset.wasm\n").unwrap();
+        let loaded = Config::load(&file);
+        std::fs::write(&file, "modules:\n  - path: podset.wasm\n    nmae: x\n").unwrap();
+        let unknown = Config::load(&file);
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        assert_eq!(loaded.unwrap().modules[0].path, dir.join("podset.wasm"));
+        let message = unknown.unwrap_err().to_string();
+        assert!(
+            message.starts_with(&format!("cannot parse {}: ", file.display())),
+            "{message}"
+        );
+        assert!(message.contains("unknown field `nmae`"), "{message}");
+
+        let missing = dir.join("missing.yaml");
+        match Config::load(&missing) {
+            Err(ConfigError::Io { path, source }) => {
+                assert_eq!(path, missing);
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            }
+            other => panic!("expected Io, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn yaml_shape_errors_are_parse_errors() {
+        let message = parse_error("modules: [{path: a.wasm, maxConcurency: 3}]");
+        assert!(
+            message.contains("unknown field `maxConcurency`"),
+            "{message}"
+        );
+        assert!(
+            message.starts_with("cannot parse configuration: "),
+            "{message}"
+        );
+        let message = parse_error("modules: [{path: a.wasm, limits: {timeout: 3}}]");
+        assert!(message.contains("unknown field `timeout`"), "{message}");
+        let message = parse_error("modules: [{path: a.wasm}]\nqueue: {baseBackof: 1}");
+        assert!(message.contains("unknown field `baseBackof`"), "{message}");
+        let message = parse_error("module: [{path: a.wasm}]");
+        assert!(message.contains("unknown field `module`"), "{message}");
+        let message = parse_error("modules: [{name: a}]");
+        assert!(message.contains("missing field `path`"), "{message}");
+        let message = parse_error("modules: [{path: a.wasm, maxConcurrency: -1}]");
+        assert!(message.contains("maxConcurrency"), "{message}");
+        let message =
+            parse_error("modules: [{path: a.wasm, grants: [{resources: [pods], verbs: [get]}]}]");
+        assert!(message.contains("missing field `apiGroups`"), "{message}");
+        parse_error("modules: [path: a.wasm");
+    }
+
+    #[test]
+    fn validation_errors_name_the_field_and_value() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("", "modules", "at least one module is required"),
+            (
+                "# only a comment\n",
+                "modules",
+                "at least one module is required",
+            ),
+            ("modules: []", "modules", "at least one module is required"),
+            (
+                "modules: [{path: a.wasm}, {path: b.wasm, limits: {memoryBytes: 64Q}}]",
+                "modules[1].limits.memoryBytes",
+                "\"64Q\" is not a quantity",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {memoryBytes: 512Ki}}]",
+                "modules[0].limits.memoryBytes",
+                "\"512Ki\" is below the minimum of 1Mi (1048576 bytes)",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {memoryBytes: 1000}}]",
+                "modules[0].limits.memoryBytes",
+                "1000 is below the minimum of 1Mi (1048576 bytes)",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {memoryBytes: -5}}]",
+                "modules[0].limits.memoryBytes",
+                "-5 is not a whole, non-negative number of bytes",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {memoryBytes: [1]}}]",
+                "modules[0].limits.memoryBytes",
+                "expected a number of bytes or a quantity such as \"64Mi\", found a list",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {memoryBytes: 1.0e6}}]",
+                "modules[0].limits.memoryBytes",
+                "1000000.0 is below the minimum of 1Mi",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {memoryBytes: 1.5}}]",
+                "modules[0].limits.memoryBytes",
+                "1.5 is not a whole, non-negative number of bytes",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {memoryBytes: true}}]",
+                "modules[0].limits.memoryBytes",
+                "expected a number of bytes or a quantity such as \"64Mi\", found true",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {timeoutMs: 0}}]",
+                "modules[0].limits.timeoutMs",
+                "0 is not at least 1",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {hostCallTimeoutMs: 0}}]",
+                "modules[0].limits.hostCallTimeoutMs",
+                "0 is not at least 1",
+            ),
+            (
+                "modules: [{path: a.wasm, name: Pod_Set}]",
+                "modules[0].name",
+                "\"Pod_Set\" is not a DNS-1123 label",
+            ),
+            (
+                "modules: [{path: a.wasm}, {path: ./a.wasm}]",
+                "modules[1].path",
+                "\"/etc/kubewasm/a.wasm\" is also the path of modules[0]",
+            ),
+            (
+                "modules: [{path: a.wasm, name: x}, {path: b.wasm}, {path: c.wasm, name: x}]",
+                "modules[2].name",
+                "\"x\" is also the name of modules[0]",
+            ),
+            (
+                "modules: [{path: a.wat}]",
+                "modules[0].path",
+                "\"a.wat\" is not a .wasm file",
+            ),
+            (
+                "modules: [{path: wasm}]",
+                "modules[0].path",
+                "\"wasm\" is not a .wasm file",
+            ),
+            (
+                "modules: [{path: a.wasm, maxConcurrency: 0}]",
+                "modules[0].maxConcurrency",
+                "0 is outside 1..=1024",
+            ),
+            (
+                "modules: [{path: a.wasm, maxConcurrency: 1025}]",
+                "modules[0].maxConcurrency",
+                "1025 is outside 1..=1024",
+            ),
+            (
+                "modules: [{path: a.wasm, resyncSeconds: 0}]",
+                "modules[0].resyncSeconds",
+                "0 is not at least 1",
+            ),
+            (
+                "modules: [{path: a.wasm, namespaces: [ok, Team_A]}]",
+                "modules[0].namespaces[1]",
+                "\"Team_A\" is not a valid namespace name",
+            ),
+            (
+                "modules: [{path: a.wasm, namespaces: [a, b, a]}]",
+                "modules[0].namespaces[2]",
+                "\"a\" is listed twice",
+            ),
+            (
+                "modules: [{path: a.wasm, grants: [{apiGroups: [''], resources: [pods], verbs: [get, fetch]}]}]",
+                "modules[0].grants[0].verbs[1]",
+                "\"fetch\" is not a verb (one of get, list, watch, create, update, patch, delete, deletecollection, *)",
+            ),
+            (
+                "modules: [{path: a.wasm, grants: [{apiGroups: [''], resources: [pods], verbs: [Get]}]}]",
+                "modules[0].grants[0].verbs[0]",
+                "\"Get\" is not a verb",
+            ),
+            (
+                "modules: [{path: a.wasm, grants: [{apiGroups: [''], resources: [pods], verbs: []}]}]",
+                "modules[0].grants[0].verbs",
+                "must not be empty",
+            ),
+            (
+                "modules: [{path: a.wasm, grants: [{apiGroups: [], resources: [pods], verbs: [get]}]}]",
+                "modules[0].grants[0].apiGroups",
+                "must not be empty",
+            ),
+            (
+                "modules: [{path: a.wasm, grants: [{apiGroups: [''], resources: [], verbs: [get]}]}]",
+                "modules[0].grants[0].resources",
+                "must not be empty",
+            ),
+            (
+                "modules: [{path: a.wasm, grants: [{apiGroups: [Apps], resources: [pods], verbs: [get]}]}]",
+                "modules[0].grants[0].apiGroups[0]",
+                "\"Apps\" is not an API group",
+            ),
+            (
+                "modules: [{path: a.wasm}, {path: b.wasm, grants: [{apiGroups: [''], resources: [pods, Pods], verbs: [get]}]}]",
+                "modules[1].grants[0].resources[1]",
+                "\"Pods\" is not a resource",
+            ),
+            (
+                "modules: [{path: a.wasm, grants: [{apiGroups: [''], resources: [pods/a/b], verbs: [get]}]}]",
+                "modules[0].grants[0].resources[0]",
+                "\"pods/a/b\" is not a resource",
+            ),
+            (
+                "modules: [{path: a.wasm, grants: [{apiGroups: [''], resources: [pods], verbs: [get], namespaces: [-x]}]}]",
+                "modules[0].grants[0].namespaces[0]",
+                "\"-x\" is not a valid namespace name",
+            ),
+            (
+                "modules: [{path: a.wasm}]\nqueue: {baseBackoffMs: 0}",
+                "queue.baseBackoffMs",
+                "0 is not at least 1",
+            ),
+            (
+                "modules: [{path: a.wasm}]\nqueue: {maxBackoffSeconds: 0}",
+                "queue.maxBackoffSeconds",
+                "0 is not at least 1",
+            ),
+            (
+                "modules: [{path: a.wasm}]\nqueue: {baseBackoffMs: 5000, maxBackoffSeconds: 2}",
+                "queue.maxBackoffSeconds",
+                "2 s is less than baseBackoffMs (5000 ms)",
+            ),
+        ];
+        for &(text, field, message) in cases {
+            let (f, m) = invalid_at(text);
+            assert_eq!(f, field, "{text:?}: {m}");
+            assert!(m.contains(message), "{text:?}: {m:?} lacks {message:?}");
+        }
+        assert_eq!(
+            parse("modules: [{path: a.wasm, limits: {memoryBytes: 64Q}}]")
+                .unwrap_err()
+                .to_string(),
+            "modules[0].limits.memoryBytes: \"64Q\" is not a quantity"
+        );
+        assert_eq!(
+            parse("modules: [{path: a.wasm, name: Pod_Set}]")
+                .unwrap_err()
+                .to_string(),
+            "modules[0].name: \"Pod_Set\" is not a DNS-1123 label (at most 63 lowercase letters, \
+             digits and '-', starting and ending with a letter or digit)"
+        );
+    }
+
+    #[test]
+    fn quantities() {
+        let ok: &[(&str, u64)] = &[
+            ("0", 0),
+            ("1048576", 1 << 20),
+            ("1Ki", 1 << 10),
+            ("64Mi", 64 << 20),
+            ("2Gi", 2 << 30),
+            ("1Ti", 1 << 40),
+            ("1Pi", 1 << 50),
+            ("1Ei", 1 << 60),
+            ("1.5Gi", 3 << 29),
+            ("0.5Ki", 512),
+            (".5Ki", 512),
+            ("1.Ki", 1024),
+            ("128k", 128_000),
+            ("100M", 100_000_000),
+            ("1G", 1_000_000_000),
+            ("1T", 1_000_000_000_000),
+            ("1P", 1_000_000_000_000_000),
+            ("1E", 1_000_000_000_000_000_000),
+            ("129e6", 129_000_000),
+            ("1E3", 1_000),
+            ("1.5e3", 1_500),
+            ("15Ei", 15 << 60),
+        ];
+        for &(text, bytes) in ok {
+            assert_eq!(parse_quantity(text), Ok(bytes), "{text:?}");
+        }
+        let bad: &[(&str, &str)] = &[
+            ("", "is not a quantity"),
+            ("Mi", "is not a quantity"),
+            (".", "is not a quantity"),
+            ("1..2", "is not a quantity"),
+            ("64Q", "is not a quantity"),
+            ("64mi", "is not a quantity"),
+            ("64 Mi", "is not a quantity"),
+            ("-1Mi", "is not a quantity"),
+            ("1e", "is not a quantity"),
+            ("1e-3", "is not a quantity"),
+            ("0x10", "is not a quantity"),
+            ("0.1", "is not a whole number of bytes"),
+            ("1.0001Ki", "is not a whole number of bytes"),
+            ("16Ei", "is too large"),
+            ("1e20", "is too large"),
+            ("1e99", "is too large"),
+            ("99999999999999999999999999999999999999999", "is too large"),
+        ];
+        for &(text, reason) in bad {
+            let error = parse_quantity(text).unwrap_err();
+            assert!(
+                error.contains(reason),
+                "{text:?}: {error:?} lacks {reason:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn grants_match_like_rbac() {
+        let grant =
+            |groups: &[&str], resources: &[&str], verbs: &[Verb], namespaces: &[&str]| Grant {
+                api_groups: groups.iter().map(|s| s.to_string()).collect(),
+                resources: resources.iter().map(|s| s.to_string()).collect(),
+                verbs: verbs.to_vec(),
+                namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
+            };
+        let pods = grant(&[""], &["pods"], &[Verb::Get, Verb::List], &[]);
+        assert!(pods.permits("", "pods", Verb::Get, Some("a")));
+        assert!(pods.permits("", "pods", Verb::List, None));
+        assert!(!pods.permits("", "pods", Verb::Delete, Some("a")));
+        assert!(!pods.permits("apps", "pods", Verb::Get, Some("a")));
+        assert!(!pods.permits("", "pods/status", Verb::Get, Some("a")));
+        assert!(!pods.permits("", "services", Verb::Get, Some("a")));
+
+        let scoped = grant(
+            &["*"],
+            &["*/scale", "deployments"],
+            &[Verb::All],
+            &["team-a"],
+        );
+        assert!(scoped.permits(
+            "apps",
+            "deployments",
+            Verb::DeleteCollection,
+            Some("team-a")
+        ));
+        assert!(scoped.permits("x.io", "widgets/scale", Verb::Patch, Some("team-a")));
+        assert!(!scoped.permits("apps", "deployments/status", Verb::Patch, Some("team-a")));
+        assert!(!scoped.permits("apps", "deployments", Verb::Get, Some("team-b")));
+        assert!(!scoped.permits("apps", "deployments", Verb::Get, None));
+
+        let everything = grant(&["*"], &["*"], &[Verb::All], &[]);
+        assert!(everything.permits("", "nodes", Verb::Watch, None));
+        assert!(everything.permits("", "pods/log", Verb::Get, Some("x")));
+        assert!(!pods.permits("", "pods", Verb::All, None));
+    }
+
+    #[test]
+    fn verbs_render_as_written() {
+        let rendered: Vec<&str> = Verb::EVERY.iter().map(|v| v.as_str()).collect();
+        assert_eq!(rendered.join(", "), VERBS);
+    }
+}
