@@ -268,33 +268,25 @@ pub fn contains(actual: &Value, intent: &Value) -> bool {
     }
 }
 
-/// Adds `finalizer` to a cached object, failing with a conflict if it changed meanwhile.
-pub async fn add_finalizer(
+/// Adds (`present`) or removes `finalizer` on a cached object, failing with a conflict if the
+/// object changed since it was cached.
+pub async fn set_finalizer(
     resources: &Resources,
     kind: &GroupVersionKind,
     object: &CachedObject,
     finalizer: &str,
+    present: bool,
     controller: &str,
 ) -> Result<(), CallError> {
-    let mut finalizers = object.finalizers.clone();
-    finalizers.push(finalizer.to_owned());
-    set_finalizers(resources, kind, object, finalizers, controller).await
-}
-
-/// Removes `finalizer` from a cached object, failing with a conflict if it changed meanwhile.
-pub async fn remove_finalizer(
-    resources: &Resources,
-    kind: &GroupVersionKind,
-    object: &CachedObject,
-    finalizer: &str,
-    controller: &str,
-) -> Result<(), CallError> {
-    let finalizers = object
+    let mut finalizers: Vec<String> = object
         .finalizers
         .iter()
         .filter(|f| *f != finalizer)
         .cloned()
         .collect();
+    if present {
+        finalizers.push(finalizer.to_owned());
+    }
     set_finalizers(resources, kind, object, finalizers, controller).await
 }
 

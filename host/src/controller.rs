@@ -14,7 +14,7 @@ use kube::api::GroupVersionKind;
 use tokio::task::JoinSet;
 
 use crate::apply::{self, ClusterBackend};
-use crate::backend::{CallError, Scope};
+use crate::backend::Scope;
 use crate::bindings::types::{self, Reason};
 use crate::cache::{CachedObject, Change, ObjectKey};
 use crate::dispatch::{self, Entry, Failure, Outcome};
@@ -330,11 +330,12 @@ impl Controller {
                 }
                 entry = Entry::Finalize;
             } else if !carries {
-                let added = apply::add_finalizer(
+                let added = apply::set_finalizer(
                     &self.resources,
                     &metadata.primary.kind,
                     object,
                     finalizer,
+                    true,
                     &self.settings.name,
                 )
                 .await;
@@ -374,16 +375,17 @@ impl Controller {
                 if entry == Entry::Finalize
                     && let (Some(finalizer), Some(object)) = (&metadata.finalizer, &object)
                 {
-                    let removed = apply::remove_finalizer(
+                    let removed = apply::set_finalizer(
                         &self.resources,
                         &metadata.primary.kind,
                         object,
                         finalizer,
+                        false,
                         &self.settings.name,
                     )
                     .await;
                     if let Err(error) = removed {
-                        self.retry_call(key, error);
+                        self.retry(key, &format!("removing finalizer {finalizer}: {error}"));
                         return;
                     }
                 }
@@ -411,10 +413,6 @@ impl Controller {
                 self.retry(key, &failure.to_string());
             }
         }
-    }
-
-    fn retry_call(&self, key: &ObjectKey, error: CallError) {
-        self.retry(key, &error.to_string());
     }
 
     fn retry(&self, key: &ObjectKey, message: &str) {

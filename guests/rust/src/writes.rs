@@ -97,14 +97,7 @@ pub fn patch_merge<T: Serialize + ?Sized>(
     name: &str,
     patch: &T,
 ) -> Result<Value> {
-    let patched = wit::patch(
-        kind,
-        namespace,
-        name,
-        wit::PatchType::Merge,
-        &to_json(patch)?,
-    )?;
-    from_json(&patched)
+    send_patch(kind, namespace, name, wit::PatchType::Merge, patch)
 }
 
 /// Applies an RFC 6902 JSON patch (an array of operations) and returns the patched object.
@@ -117,12 +110,16 @@ pub fn patch_json<T: Serialize + ?Sized>(
     name: &str,
     patch: &T,
 ) -> Result<Value> {
-    let patched = wit::patch(
-        kind,
-        namespace,
-        name,
-        wit::PatchType::Json,
-        &to_json(patch)?,
-    )?;
+    send_patch(kind, namespace, name, wit::PatchType::Json, patch)
+}
+
+fn send_patch<T: Serialize + ?Sized>(
+    kind: &Gvk,
+    namespace: Option<&str>,
+    name: &str,
+    patch_type: wit::PatchType,
+    patch: &T,
+) -> Result<Value> {
+    let patched = wit::patch(kind, namespace, name, patch_type, &to_json(patch)?)?;
     from_json(&patched)
 }
