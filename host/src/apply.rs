@@ -1,6 +1,10 @@
 //! The API writer: executes a guest's checked writes against the cluster with the guest's own
 //! field manager, and serves its reads from the informers it declared.
 //!
+//! A successful write is recorded in the guest's informers at once (see
+//! [`crate::cache::Store::record_write`]): the next reconcile reads it even if the watch has not
+//! delivered it yet, so a controller that creates objects does not create them twice.
+//!
 //! An apply is not sent when the cache already shows the intent (every field of the intent has
 //! the same value in the cached object) and the intent is the one this guest last applied to
 //! that object, so that fields dropped from an intent are still removed. After a restart the
@@ -12,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use either::Either;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Api;
@@ -82,6 +87,24 @@ impl ClusterBackend {
             })
     }
 
+    /// The informers of `kind`, each with its list count before a write is sent.
+    fn marks(&self, kind: &GroupVersionKind) -> Vec<(&Arc<Informer>, u64)> {
+        self.informers
+            .iter()
+            .filter(|i| &i.key().kind == kind)
+            .map(|i| (i, i.store().lists()))
+            .collect()
+    }
+
+    /// Makes a written object visible to this guest's reads at once.
+    fn record(marks: &[(&Arc<Informer>, u64)], object: DynamicObject) -> Arc<str> {
+        let object = CachedObject::new(object);
+        for (informer, lists) in marks {
+            informer.record_write(&object, *lists);
+        }
+        object.json
+    }
+
     async fn api(
         &self,
         kind: &GroupVersionKind,
@@ -147,6 +170,7 @@ impl Backend for ClusterBackend {
         let api = self
             .api(&request.kind, request.namespace.as_deref())
             .await?;
+        let marks = self.marks(&request.kind);
         let mut params = PatchParams::apply(&self.field_manager);
         params.force = request.force;
         let patch = Patch::Apply(&request.object);
@@ -160,7 +184,7 @@ impl Backend for ClusterBackend {
             .lock()
             .expect("applied lock")
             .insert(key, fingerprint);
-        Ok(CachedObject::new(object).json.to_string())
+        Ok(Self::record(&marks, object).to_string())
     }
 
     async fn patch(&self, request: PatchRequest) -> Result<String, CallError> {
@@ -171,6 +195,7 @@ impl Backend for ClusterBackend {
             field_manager: Some(self.field_manager.clone()),
             ..PatchParams::default()
         };
+        let marks = self.marks(&request.kind);
         let object = if request.json_patch {
             let patch: json_patch::Patch = serde_json::from_value(request.patch)
                 .map_err(|e| CallError::Invalid(format!("not an RFC 6902 JSON patch: {e}")))?;
@@ -180,13 +205,22 @@ impl Backend for ClusterBackend {
             api.patch(&request.name, &params, &Patch::Merge(&request.patch))
                 .await?
         };
-        Ok(CachedObject::new(object).json.to_string())
+        Ok(Self::record(&marks, object).to_string())
     }
 
     async fn delete(&self, request: DeleteRequest) -> Result<(), CallError> {
         let api = self
             .api(&request.kind, request.namespace.as_deref())
             .await?;
+        let key = ObjectKey {
+            namespace: request.namespace.clone(),
+            name: request.name.clone(),
+        };
+        let uid = request.uid.clone().or_else(|| {
+            self.cached(&request.kind, request.namespace.as_deref(), &request.name)
+                .and_then(|o| o.uid.clone())
+        });
+        let marks = self.marks(&request.kind);
         let params = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
             preconditions: Some(Preconditions {
@@ -195,7 +229,19 @@ impl Backend for ClusterBackend {
             }),
             ..DeleteParams::default()
         };
-        api.delete(&request.name, &params).await?;
+        match api.delete(&request.name, &params).await? {
+            // Still there: terminating, waiting for finalizers or a grace period.
+            Either::Left(object) => {
+                Self::record(&marks, object);
+            }
+            Either::Right(_) => {
+                if let Some(uid) = uid {
+                    for (informer, lists) in &marks {
+                        informer.record_delete(&key, &uid, *lists);
+                    }
+                }
+            }
+        }
         Ok(())
     }
 

@@ -1,5 +1,7 @@
 //! The `kubewasm` binary.
 
+use std::io::IsTerminal;
+
 use anyhow::Context;
 use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -15,7 +17,10 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     match cli.log_format {
-        LogFormat::Text => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(std::io::stdout().is_terminal())
+            .init(),
         LogFormat::Json => tracing_subscriber::fmt()
             .json()
             .with_env_filter(filter)

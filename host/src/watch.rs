@@ -40,6 +40,7 @@ pub type Handler = Arc<dyn Fn(&Change) + Send + Sync>;
 /// A running informer.
 pub struct Informer {
     key: InformerKey,
+    selector: Option<LabelSelector>,
     store: Store,
     handlers: Mutex<Vec<(u64, Handler)>>,
     synced: signal::Receiver<bool>,
@@ -88,6 +89,38 @@ impl Informer {
             informer: self.clone(),
             id,
         }
+    }
+
+    /// Whether an object of this informer's kind falls in its namespace and label selector.
+    pub fn selects(&self, object: &CachedObject) -> bool {
+        self.key
+            .namespace
+            .as_ref()
+            .is_none_or(|ns| object.namespace.as_ref() == Some(ns))
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|s| s.matches(&object.labels))
+    }
+
+    /// Records the object a write of the host returned, so that readers see it before the watch
+    /// delivers it; handlers see the change as usual. `lists` is [`Store::lists`] taken before
+    /// the write was sent; see [`Store::record_write`] for when the object is not recorded.
+    pub fn record_write(&self, object: &CachedObject, lists: u64) {
+        if self.selects(object) {
+            self.emit(|store| {
+                store
+                    .record_write(object.clone(), lists)
+                    .into_iter()
+                    .collect()
+            });
+        }
+    }
+
+    /// Records that the host deleted the object with `key` and `uid`; see
+    /// [`Store::record_delete`].
+    pub fn record_delete(&self, key: &crate::cache::ObjectKey, uid: &str, lists: u64) {
+        self.emit(|store| store.record_delete(key, uid, lists).into_iter().collect());
     }
 
     fn emit(&self, apply: impl FnOnce(&Store) -> Vec<Change>) {
@@ -214,6 +247,7 @@ impl Informers {
             ));
             Informer {
                 key: key.clone(),
+                selector: selector.cloned(),
                 store: Store::default(),
                 handlers: Mutex::default(),
                 synced,
@@ -273,8 +307,8 @@ async fn run(
                     .collect()
             }),
             Ok(Event::Delete(object)) => {
-                let key = CachedObject::new(object).key();
-                informer.emit(|store| store.remove(&key).into_iter().collect());
+                let deleted = CachedObject::new(object);
+                informer.emit(|store| store.remove(&deleted).into_iter().collect());
             }
             Err(error) => {
                 tracing::warn!(kind = ?key.kind, namespace = ?key.namespace, %error, "watch failed; retrying")

@@ -9,11 +9,12 @@
 //! one started with `deploy/local/cluster up`).
 #![warn(missing_docs)]
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -226,6 +227,14 @@ pub fn guest_wasm(package: &str) -> PathBuf {
         .join(format!("{}.wasm", package.replace('-', "_")))
 }
 
+/// A host configuration running the guest crate `package` for the objects of `namespace`.
+pub fn module_config(package: &str, namespace: &str) -> String {
+    format!(
+        "modules:\n  - path: {}\n    namespaces: [{namespace}]\n",
+        guest_wasm(package).display()
+    )
+}
+
 /// Builds the `kubewasm` binary (once per test process) and returns its path.
 pub fn host_binary() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
@@ -287,6 +296,85 @@ impl Drop for HostProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Whether `object` has a controller owner reference to the owner with `uid`.
+pub fn is_controlled_by<K: kube::Resource>(object: &K, uid: &str) -> bool {
+    object
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.uid == uid && o.controller == Some(true))
+}
+
+/// Every object of a kind ever seen in a namespace while it runs, including those created and
+/// deleted again between two polls: how a test tells that no duplicate was ever created.
+pub struct Recorder {
+    /// uid of each object seen, to the uid of its controller owner, if any.
+    seen: Arc<Mutex<HashMap<String, Option<String>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Recorder {
+    /// Starts watching `api` and returns once the initial list is recorded.
+    pub async fn start<K>(api: Api<K>) -> Result<Self>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    {
+        use futures::StreamExt;
+        use kube::runtime::watcher::{self, Event};
+        let seen: Arc<Mutex<HashMap<String, Option<String>>>> = Arc::default();
+        let (listed, mut synced) = tokio::sync::watch::channel(false);
+        let record = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = events.next().await {
+                let object = match event {
+                    Ok(Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) => o,
+                    Ok(Event::InitDone) => {
+                        listed.send_replace(true);
+                        continue;
+                    }
+                    _ => continue,
+                };
+                let meta = object.meta();
+                if let Some(uid) = &meta.uid {
+                    let owner = meta
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .find(|o| o.controller == Some(true))
+                        .map(|o| o.uid.clone());
+                    let mut seen = record.lock().expect("recorder lock");
+                    let entry = seen.entry(uid.clone()).or_default();
+                    if owner.is_some() {
+                        *entry = owner;
+                    }
+                }
+            }
+        });
+        synced.wait_for(|s| *s).await?;
+        Ok(Self { seen, task })
+    }
+
+    /// How many distinct objects controlled by the owner with `uid` were seen.
+    pub fn controlled_by(&self, uid: &str) -> usize {
+        let seen = self.seen.lock().expect("recorder lock");
+        seen.values().filter(|o| o.as_deref() == Some(uid)).count()
+    }
+
+    /// How many distinct objects with a controller owner were seen.
+    pub fn controlled(&self) -> usize {
+        let seen = self.seen.lock().expect("recorder lock");
+        seen.values().filter(|o| o.is_some()).count()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 

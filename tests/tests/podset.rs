@@ -3,13 +3,17 @@
 use std::time::Duration;
 
 use anyhow::Result;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
     PostParams,
 };
 use kube::{Api, Client};
-use kubewasm_tests::{HostProcess, apply_yaml, control_plane, eventually, guest_wasm, repo_root};
+use kubewasm_tests::{
+    HostProcess, Recorder, apply_yaml, control_plane, eventually, is_controlled_by, module_config,
+    repo_root,
+};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -30,14 +34,7 @@ async fn owned_pods(pods: &Api<Pod>, uid: &str) -> Result<Vec<Pod>> {
         .await?
         .items
         .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            p.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.uid == uid && o.controller == Some(true))
-        })
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && is_controlled_by(p, uid))
         .collect())
 }
 
@@ -57,20 +54,13 @@ async fn scale(podsets: &Api<DynamicObject>, replicas: u32) -> Result<()> {
     Ok(())
 }
 
-fn host_config(namespace: &str) -> String {
-    format!(
-        "modules:\n  - path: {}\n    namespaces: [{namespace}]\n",
-        guest_wasm("podset").display()
-    )
-}
-
 #[tokio::test]
 async fn podset_keeps_its_replicas() -> Result<()> {
     let plane = control_plane();
     let client = plane.client().await?;
     let ns = plane.namespace("podset").await?;
     apply_yaml(&client, &repo_root().join("examples/podset/crd.yaml"), None).await?;
-    let host = HostProcess::start(ns.name(), &host_config(ns.name()))?;
+    let host = HostProcess::start(ns.name(), &module_config("podset", ns.name()))?;
     let result = exercise(&client, ns.name()).await;
     if result.is_err() {
         eprintln!("host log:\n{}", host.log());
@@ -80,22 +70,28 @@ async fn podset_keeps_its_replicas() -> Result<()> {
     Ok(())
 }
 
-async fn exercise(client: &Client, namespace: &str) -> Result<()> {
-    let podsets = podsets(client, namespace);
-    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
-    let podset: DynamicObject = serde_json::from_value(json!({
+/// A PodSet `name` of `replicas` pods labelled `app=<name>`.
+fn podset(name: &str, replicas: u32) -> Result<DynamicObject> {
+    Ok(serde_json::from_value(json!({
         "apiVersion": "kubewasm.dev/v1alpha1", "kind": "PodSet",
-        "metadata": { "name": "web" },
+        "metadata": { "name": name },
         "spec": {
-            "replicas": 3,
-            "selector": { "matchLabels": { "app": "web" } },
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
             "template": {
-                "metadata": { "labels": { "app": "web" } },
+                "metadata": { "labels": { "app": name } },
                 "spec": { "containers": [{ "name": "pause", "image": "registry.k8s.io/pause:3.10" }] }
             }
         }
-    }))?;
-    let created = podsets.create(&PostParams::default(), &podset).await?;
+    }))?)
+}
+
+async fn exercise(client: &Client, namespace: &str) -> Result<()> {
+    let podsets = podsets(client, namespace);
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    let created = podsets
+        .create(&PostParams::default(), &podset("web", 3)?)
+        .await?;
     let uid = created
         .metadata
         .uid
@@ -152,5 +148,135 @@ async fn exercise(client: &Client, namespace: &str) -> Result<()> {
         Ok(owned_pods(&pods, &uid).await?.is_empty().then_some(()))
     })
     .await?;
+    Ok(())
+}
+
+/// Runs `exercise` against a host started for `namespace`, printing the host's log on failure.
+async fn with_host<F, Fut>(namespace: &str, exercise: F) -> Result<()>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let host = HostProcess::start(namespace, &module_config("podset", namespace))?;
+    let result = exercise().await;
+    if result.is_err() {
+        eprintln!("host log:\n{}", host.log());
+    }
+    result?;
+    anyhow::ensure!(host.stop()?, "the host exits cleanly on SIGTERM");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_host_killed_midway_and_restarted_creates_no_duplicate() -> Result<()> {
+    const REPLICAS: usize = 40;
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("restart").await?;
+    apply_yaml(&client, &repo_root().join("examples/podset/crd.yaml"), None).await?;
+    let podsets = podsets(&client, ns.name());
+    let pods = Api::<Pod>::namespaced(client.clone(), ns.name());
+    let recorder = Recorder::start(pods.clone()).await?;
+    let uid = podsets
+        .create(&PostParams::default(), &podset("big", REPLICAS as u32)?)
+        .await?
+        .metadata
+        .uid
+        .expect("created objects have a uid");
+
+    let first = HostProcess::start(
+        &format!("{}-first", ns.name()),
+        &module_config("podset", ns.name()),
+    )?;
+    let midway = eventually("the first host to create a pod", WAIT, || async {
+        Ok((recorder.controlled_by(&uid) > 0).then_some(()))
+    })
+    .await;
+    if midway.is_err() {
+        eprintln!("first host log:\n{}", first.log());
+    }
+    midway?;
+    // SIGKILL: no chance to finish the reconcile in flight.
+    drop(first);
+    let killed_at = recorder.controlled_by(&uid);
+
+    with_host(ns.name(), || async {
+        wait_for_pods(&pods, &uid, REPLICAS).await?;
+        eventually("status.replicas", WAIT, || async {
+            let podset = podsets.get("big").await?;
+            Ok((podset.data["status"]["replicas"] == REPLICAS).then_some(()))
+        })
+        .await?;
+        Ok(())
+    })
+    .await?;
+    eprintln!("{killed_at} of {REPLICAS} pods existed when the first host was killed");
+    anyhow::ensure!(
+        recorder.controlled_by(&uid) == REPLICAS,
+        "{} pods were created for {REPLICAS} replicas",
+        recorder.controlled_by(&uid)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn five_hundred_podsets_converge_without_duplicates() -> Result<()> {
+    const PODSETS: usize = 500;
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("many").await?;
+    apply_yaml(&client, &repo_root().join("examples/podset/crd.yaml"), None).await?;
+    let podsets = podsets(&client, ns.name());
+    let pods = Api::<Pod>::namespaced(client.clone(), ns.name());
+    let recorder = Recorder::start(pods.clone()).await?;
+    with_host(ns.name(), || async {
+        let start = std::time::Instant::now();
+        futures::stream::iter(0..PODSETS)
+            .map(|i| {
+                let podsets = podsets.clone();
+                async move {
+                    podsets
+                        .create(&PostParams::default(), &podset(&format!("p{i}"), 1)?)
+                        .await?;
+                    anyhow::Ok(())
+                }
+            })
+            .buffer_unordered(16)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+        eventually(
+            "every PodSet to report one replica",
+            Duration::from_secs(300),
+            || async {
+                let ready = podsets
+                    .list(&ListParams::default())
+                    .await?
+                    .items
+                    .iter()
+                    .filter(|p| p.data["status"]["replicas"] == 1)
+                    .count();
+                Ok((ready == PODSETS).then_some(()))
+            },
+        )
+        .await?;
+        eprintln!("{PODSETS} PodSets converged in {:?}", start.elapsed());
+        let live = pods
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .count();
+        anyhow::ensure!(live == PODSETS, "{live} live pods for {PODSETS} PodSets");
+        Ok(())
+    })
+    .await?;
+    anyhow::ensure!(
+        recorder.controlled() == PODSETS,
+        "{} pods were created for {PODSETS} PodSets of one replica",
+        recorder.controlled()
+    );
     Ok(())
 }

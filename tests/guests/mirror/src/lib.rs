@@ -1,0 +1,45 @@
+//! Test fixture: for every ConfigMap labelled `kubewasm.dev/fixture=mirror`, keeps an owned
+//! ConfigMap `<name>-mirror` whose `data.value` equals the source's.
+//!
+//! The apply does not force conflicts, so while another field manager owns `data.value` of the
+//! mirror the API server answers 409 Conflict, and the reconcile fails as a transient error.
+
+use kubewasm_guest::apply;
+use kubewasm_guest::prelude::*;
+use serde_json::json;
+
+/// The fixture controller.
+pub struct Mirror;
+
+impl Controller for Mirror {
+    fn metadata() -> Metadata {
+        let config_map = Gvk::new("", "v1", "ConfigMap");
+        Metadata::new(
+            "mirror",
+            Selection::new(config_map.clone()).with_label_selector("kubewasm.dev/fixture=mirror"),
+        )
+        .owns(config_map)
+    }
+
+    fn reconcile(req: Request) -> Result<Action, ReconcileError> {
+        let Some(source) = &req.object else {
+            return Ok(Action::Done);
+        };
+        let value = source["data"]["value"].as_str().unwrap_or_default();
+        let mirror = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": { "name": format!("{}-mirror", req.name()) },
+            "data": { "value": value },
+        });
+        let options = ApplyOptions {
+            owned: true,
+            force: false,
+        };
+        apply(&mirror, options)
+            .map_err(|e| ReconcileError::from(e).context("applying the mirror"))?;
+        Ok(Action::Done)
+    }
+}
+
+kubewasm_guest::export_controller!(Mirror);
