@@ -292,6 +292,23 @@ impl HostProcess {
     }
 }
 
+/// Starts a host named `name` with `config`, runs `exercise` against it, and stops the host with
+/// SIGTERM, failing unless it exits cleanly. Prints the host's log when `exercise` fails.
+pub async fn with_host(
+    name: &str,
+    config: &str,
+    exercise: impl AsyncFnOnce(&HostProcess) -> Result<()>,
+) -> Result<()> {
+    let host = HostProcess::start(name, config)?;
+    let result = exercise(&host).await;
+    if result.is_err() {
+        eprintln!("host log:\n{}", host.log());
+    }
+    result?;
+    anyhow::ensure!(host.stop()?, "the host exits cleanly on SIGTERM");
+    Ok(())
+}
+
 impl Drop for HostProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -8,7 +8,7 @@ use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
-use kubewasm_tests::{HostProcess, control_plane, eventually, module_config};
+use kubewasm_tests::{HostProcess, control_plane, eventually, module_config, with_host};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -44,14 +44,12 @@ async fn a_conflicting_write_is_retried_until_it_succeeds() -> Result<()> {
     let plane = control_plane();
     let client = plane.client().await?;
     let ns = plane.namespace("conflict").await?;
-    let host = HostProcess::start(ns.name(), &module_config("mirror", ns.name()))?;
-    let result = exercise(&client, ns.name(), &host).await;
-    if result.is_err() {
-        eprintln!("host log:\n{}", host.log());
-    }
-    result?;
-    ensure!(host.stop()?, "the host exits cleanly on SIGTERM");
-    Ok(())
+    with_host(
+        ns.name(),
+        &module_config("mirror", ns.name()),
+        async |host| exercise(&client, ns.name(), host).await,
+    )
+    .await
 }
 
 async fn exercise(client: &Client, namespace: &str, host: &HostProcess) -> Result<()> {

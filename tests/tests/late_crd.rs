@@ -4,12 +4,13 @@
 
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::Result;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use kube::{Api, Client};
 use kubewasm_tests::{
     HostProcess, apply_yaml, control_plane, eventually, is_controlled_by, module_config, repo_root,
+    with_host,
 };
 use serde_json::json;
 
@@ -20,14 +21,12 @@ async fn a_crd_installed_after_the_host_started_is_picked_up() -> Result<()> {
     let plane = control_plane();
     let client = plane.client().await?;
     let ns = plane.namespace("late").await?;
-    let host = HostProcess::start(ns.name(), &module_config("podset", ns.name()))?;
-    let result = exercise(&client, ns.name(), &host).await;
-    if result.is_err() {
-        eprintln!("host log:\n{}", host.log());
-    }
-    result?;
-    ensure!(host.stop()?, "the host exits cleanly on SIGTERM");
-    Ok(())
+    with_host(
+        ns.name(),
+        &module_config("podset", ns.name()),
+        async |host| exercise(&client, ns.name(), host).await,
+    )
+    .await
 }
 
 async fn exercise(client: &Client, namespace: &str, host: &HostProcess) -> Result<()> {

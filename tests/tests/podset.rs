@@ -12,7 +12,7 @@ use kube::api::{
 use kube::{Api, Client};
 use kubewasm_tests::{
     HostProcess, Recorder, apply_yaml, control_plane, eventually, is_controlled_by, module_config,
-    repo_root,
+    repo_root, with_host,
 };
 use serde_json::json;
 
@@ -60,14 +60,10 @@ async fn podset_keeps_its_replicas() -> Result<()> {
     let client = plane.client().await?;
     let ns = plane.namespace("podset").await?;
     apply_yaml(&client, &repo_root().join("examples/podset/crd.yaml"), None).await?;
-    let host = HostProcess::start(ns.name(), &module_config("podset", ns.name()))?;
-    let result = exercise(&client, ns.name()).await;
-    if result.is_err() {
-        eprintln!("host log:\n{}", host.log());
-    }
-    result?;
-    assert!(host.stop()?, "the host exits cleanly on SIGTERM");
-    Ok(())
+    with_host(ns.name(), &module_config("podset", ns.name()), async |_| {
+        exercise(&client, ns.name()).await
+    })
+    .await
 }
 
 /// A PodSet `name` of `replicas` pods labelled `app=<name>`.
@@ -151,22 +147,6 @@ async fn exercise(client: &Client, namespace: &str) -> Result<()> {
     Ok(())
 }
 
-/// Runs `exercise` against a host started for `namespace`, printing the host's log on failure.
-async fn with_host<F, Fut>(namespace: &str, exercise: F) -> Result<()>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<()>>,
-{
-    let host = HostProcess::start(namespace, &module_config("podset", namespace))?;
-    let result = exercise().await;
-    if result.is_err() {
-        eprintln!("host log:\n{}", host.log());
-    }
-    result?;
-    anyhow::ensure!(host.stop()?, "the host exits cleanly on SIGTERM");
-    Ok(())
-}
-
 #[tokio::test]
 async fn a_host_killed_midway_and_restarted_creates_no_duplicate() -> Result<()> {
     const REPLICAS: usize = 40;
@@ -200,7 +180,7 @@ async fn a_host_killed_midway_and_restarted_creates_no_duplicate() -> Result<()>
     drop(first);
     let killed_at = recorder.controlled_by(&uid);
 
-    with_host(ns.name(), || async {
+    with_host(ns.name(), &module_config("podset", ns.name()), async |_| {
         wait_for_pods(&pods, &uid, REPLICAS).await?;
         eventually("status.replicas", WAIT, || async {
             let podset = podsets.get("big").await?;
@@ -229,7 +209,7 @@ async fn five_hundred_podsets_converge_without_duplicates() -> Result<()> {
     let podsets = podsets(&client, ns.name());
     let pods = Api::<Pod>::namespaced(client.clone(), ns.name());
     let recorder = Recorder::start(pods.clone()).await?;
-    with_host(ns.name(), || async {
+    with_host(ns.name(), &module_config("podset", ns.name()), async |_| {
         let start = std::time::Instant::now();
         futures::stream::iter(0..PODSETS)
             .map(|i| {

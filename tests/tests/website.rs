@@ -12,7 +12,7 @@ use kube::api::{
 };
 use kube::{Api, Client, Resource};
 use kubewasm_tests::{
-    HostProcess, apply_yaml, control_plane, eventually, is_controlled_by, module_config, repo_root,
+    apply_yaml, control_plane, eventually, is_controlled_by, module_config, repo_root, with_host,
 };
 use serde_json::json;
 
@@ -49,14 +49,12 @@ async fn website_children_status_drift_and_finalizer() -> Result<()> {
         None,
     )
     .await?;
-    let host = HostProcess::start(ns.name(), &module_config("website", ns.name()))?;
-    let result = exercise(&client, ns.name()).await;
-    if result.is_err() {
-        eprintln!("host log:\n{}", host.log());
-    }
-    result?;
-    ensure!(host.stop()?, "the host exits cleanly on SIGTERM");
-    Ok(())
+    with_host(
+        ns.name(),
+        &module_config("website", ns.name()),
+        async |_| exercise(&client, ns.name()).await,
+    )
+    .await
 }
 
 async fn exercise(client: &Client, namespace: &str) -> Result<()> {
