@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod controller;
 pub mod dispatch;
+pub mod fixture;
 pub mod host;
 pub mod imports;
 pub mod module;

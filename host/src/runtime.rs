@@ -152,6 +152,23 @@ impl Runtime {
         });
         store
     }
+
+    /// A store for one call without the safeguards of [`Runtime::store`], to measure what they
+    /// cost: no memory limit, no deadline (the epoch deadline lies beyond any run), and stdout
+    /// and stderr discarded instead of captured. Not for running guests: nothing bounds them.
+    pub fn bare_store(&self, context: CallContext) -> Store<CallState> {
+        let state = CallState {
+            wasi: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+            limits: StoreLimits::default(),
+            context,
+            stdout: MemoryOutputPipe::new(0),
+            stderr: MemoryOutputPipe::new(0),
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.set_epoch_deadline(u64::MAX / 2);
+        store
+    }
 }
 
 fn config(pooling: bool) -> Config {

@@ -1,0 +1,455 @@
+//! Host overhead of one reconcile: [`dispatch::call`] against a bare call of the same
+//! pre-linked component.
+//!
+//! The guest is the example `podset` controller, `target/wasm32-wasip2/release/podset.wasm`
+//! under the workspace (or under `CARGO_TARGET_DIR`), built with cargo when absent. A
+//! [`FixtureBackend`] holds one PodSet of about 4 KiB and the pods it controls, as many as its
+//! `spec.replicas`, all Pending, so that every reconcile lists the pods and writes nothing but
+//! the PodSet's status. The PodSet handed to the guest is the one after a first reconcile, with
+//! its status, as in a resync.
+//!
+//! Each round times every path once. What ran just before a sample shows in it (an
+//! instantiation right after a reconcile is several microseconds slower than one right after
+//! another instantiation), so the rounds go through every order of the paths in turn and each
+//! path follows each other one equally often:
+//!
+//! - (a) host: `dispatch::call`, i.e. a store from `Runtime::store`, instantiation from the
+//!   pre-linked component, `reconcile`, forwarding of the guest's output and mapping of the
+//!   result;
+//! - (b) bare: a store from `Runtime::bare_store`, instantiation and `reconcile`. It excludes
+//!   the memory limiter (consulted whenever an instance, memory or table is created or grows),
+//!   the deadline (a clock read when the store is made, then a callback with another clock read
+//!   and a yield to the executor whenever an epoch tick lands in the call), the capture of
+//!   stdout and stderr (discarded instead) and its forwarding, and `dispatch::call`'s mapping
+//!   of the result. It keeps the rest: the same engine, so the same epoch checks compiled into
+//!   the guest, the same instance allocator and asynchronous calls; the same linker, so a WASI
+//!   context in the store and every import through the permission checks and the host-call
+//!   timeout to the same backend;
+//! - (b') as (b), with a store from `Runtime::store`: (b') - (b) is what the store's safeguards
+//!   cost with the same instantiation and call code, and (a) - (b') what `dispatch::call` adds
+//!   around it (forwarding the output, mapping the result, and its own compiled code);
+//! - (c) instantiate only: the store (host or bare) and instantiation, without a call.
+//!
+//! Every sample ends after the store is dropped. Medians and 99th percentiles are nearest-rank
+//! over all measured rounds; the overhead rows are differences of those figures.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kubewasm::backend::{Backend, Scope};
+use kubewasm::bindings::types;
+use kubewasm::config::{DEFAULT_HOST_CALL_TIMEOUT, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT};
+use kubewasm::dispatch::{self, Entry, Outcome};
+use kubewasm::fixture::{FixtureBackend, Write};
+use kubewasm::imports::{CallContext, GuestEnv};
+use kubewasm::module::{self, Module};
+use kubewasm::runtime::{CallState, Limits, Runtime};
+use serde_json::{Value, json};
+use wasmtime::Store;
+
+const NAMESPACE: &str = "bench";
+const PODSET_UID: &str = "podset-uid";
+const PODS: usize = 3;
+/// The PodSet is padded with template annotations until its JSON is at least this long.
+const PODSET_BYTES: usize = 4096;
+/// How many orders the paths can run in.
+const ORDERS: usize = factorial(PATHS.len());
+const WARMUP_ROUNDS: usize = 2 * ORDERS;
+const MAX_ROUNDS: usize = 330 * ORDERS;
+/// Measuring stops after this long even if fewer than [`MAX_ROUNDS`] rounds ran.
+const BUDGET: Duration = Duration::from_secs(45);
+
+const PATHS: [&str; 5] = [
+    "(a) host: dispatch::call",
+    "(b) bare: store + instantiate + reconcile",
+    "(b') as (b) with the host store",
+    "(c) instantiate only, host store",
+    "(c) instantiate only, bare store",
+];
+
+fn main() {
+    let wasm = guest();
+    let podset = podset();
+    let pods: Vec<Value> = (0..PODS).map(|index| pod(&podset, index)).collect();
+    println!("kubewasm dispatch benchmark");
+    println!(
+        "machine: nproc {}, {}, load average {}",
+        nproc(),
+        cpu_model(),
+        load_average()
+    );
+    println!("guest:   {}", wasm.display());
+    println!(
+        "fixture: PodSet of {} bytes, {PODS} pods of {} bytes",
+        podset.to_string().len(),
+        pods[0].to_string().len()
+    );
+    let backend = Arc::new(FixtureBackend::new(
+        std::iter::once(podset).chain(pods).collect(),
+    ));
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime")
+        .block_on(run(&wasm, backend));
+}
+
+async fn run(wasm: &Path, backend: Arc<FixtureBackend>) {
+    let runtime = Runtime::new().expect("a WebAssembly runtime");
+    let limits = Limits {
+        timeout: DEFAULT_TIMEOUT,
+        memory_bytes: usize::try_from(DEFAULT_MEMORY_BYTES).expect("64 MiB fits a usize"),
+        host_call_timeout: DEFAULT_HOST_CALL_TIMEOUT,
+    };
+    let module = module::load(&runtime, wasm, &limits)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let env = Arc::new(GuestEnv {
+        name: module.metadata.name.clone(),
+        declared: module.metadata.declared(),
+        backend: backend.clone(),
+        host_call_timeout: limits.host_call_timeout,
+    });
+    let scope = Scope {
+        kind: module.metadata.primary.kind.clone(),
+        namespace: Some(NAMESPACE.into()),
+        name: "web".into(),
+        uid: Some(PODSET_UID.into()),
+    };
+    let request = resync_request(&backend, &scope);
+    let mut bench = Bench {
+        runtime,
+        module,
+        env,
+        backend,
+        limits,
+        request,
+        scope,
+    };
+    // The first reconcile writes the status; the measured ones see it, as in a resync.
+    bench.host().await;
+    bench.request = resync_request(&bench.backend, &bench.scope);
+
+    let mut samples: [Vec<Duration>; PATHS.len()] = Default::default();
+    let mut order: [usize; PATHS.len()] = std::array::from_fn(|path| path);
+    let mut rounds = 0;
+    let mut measuring = None;
+    while rounds < WARMUP_ROUNDS + MAX_ROUNDS
+        && measuring.is_none_or(|start: Instant| start.elapsed() < BUDGET)
+    {
+        if rounds == WARMUP_ROUNDS {
+            measuring = Some(Instant::now());
+        }
+        for &path in &order {
+            let elapsed = match path {
+                0 => bench.host().await,
+                1 => bench.reconcile(StoreKind::Bare).await,
+                2 => bench.reconcile(StoreKind::Host).await,
+                3 => bench.instantiate(StoreKind::Host).await,
+                _ => bench.instantiate(StoreKind::Bare).await,
+            };
+            if measuring.is_some() {
+                samples[path].push(elapsed);
+            }
+        }
+        next_order(&mut order);
+        rounds += 1;
+    }
+    println!(
+        "rounds:  {} measured after {WARMUP_ROUNDS} warm-up rounds, each in one order of the paths",
+        rounds - WARMUP_ROUNDS
+    );
+    println!();
+    report(samples);
+}
+
+/// Which of the runtime's stores a path uses.
+#[derive(Clone, Copy)]
+enum StoreKind {
+    /// `Runtime::store`, with the call's safeguards.
+    Host,
+    /// `Runtime::bare_store`, without them.
+    Bare,
+}
+
+/// Everything one timed path needs.
+struct Bench {
+    runtime: Runtime,
+    module: Arc<Module>,
+    env: Arc<GuestEnv>,
+    backend: Arc<FixtureBackend>,
+    limits: Limits,
+    scope: Scope,
+    request: types::Request,
+}
+
+impl Bench {
+    async fn host(&self) -> Duration {
+        let (scope, request) = (self.scope.clone(), self.request.clone());
+        let start = Instant::now();
+        let outcome = dispatch::call(
+            &self.runtime,
+            &self.module,
+            &self.env,
+            &self.limits,
+            scope,
+            Entry::Reconcile,
+            request,
+        )
+        .await;
+        let elapsed = start.elapsed();
+        assert_eq!(outcome, Ok(Outcome::Done));
+        self.check_writes();
+        elapsed
+    }
+
+    async fn reconcile(&self, kind: StoreKind) -> Duration {
+        let (scope, request) = (self.scope.clone(), self.request.clone());
+        let start = Instant::now();
+        let result = async {
+            let mut store = self.store(kind, scope);
+            let instance = self.module.pre.instantiate_async(&mut store).await?;
+            instance
+                .kubewasm_controller_guest()
+                .call_reconcile(&mut store, &request)
+                .await
+        }
+        .await;
+        let elapsed = start.elapsed();
+        assert!(
+            matches!(result, Ok(Ok(types::Outcome::Done))),
+            "reconcile failed: {result:?}"
+        );
+        self.check_writes();
+        elapsed
+    }
+
+    async fn instantiate(&self, kind: StoreKind) -> Duration {
+        let scope = self.scope.clone();
+        let start = Instant::now();
+        let mut store = self.store(kind, scope);
+        self.module
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .expect("the guest instantiates");
+        drop(store);
+        start.elapsed()
+    }
+
+    fn store(&self, kind: StoreKind, scope: Scope) -> Store<CallState> {
+        let context = CallContext {
+            env: self.env.clone(),
+            scope: Some(scope),
+        };
+        match kind {
+            StoreKind::Host => self.runtime.store(context, &self.limits),
+            StoreKind::Bare => self.runtime.bare_store(context),
+        }
+    }
+
+    /// Asserts that the reconcile wrote the PodSet's status and nothing else.
+    fn check_writes(&self) {
+        let writes = self.backend.take_writes();
+        assert!(
+            matches!(writes.as_slice(), [Write::Apply(apply)] if apply.status),
+            "expected one status apply, got {writes:?}"
+        );
+    }
+}
+
+/// A request to reconcile the PodSet as the backend holds it now.
+fn resync_request(backend: &FixtureBackend, scope: &Scope) -> types::Request {
+    let podset = backend
+        .get(&scope.kind, scope.namespace.as_deref(), &scope.name)
+        .expect("the fixture answers")
+        .expect("the PodSet exists");
+    types::Request {
+        key: types::ObjectKey {
+            namespace: scope.namespace.clone(),
+            name: scope.name.clone(),
+        },
+        reason: types::Reason::Resync,
+        attempt: 1,
+        object: Some(podset.to_string()),
+    }
+}
+
+fn report(mut samples: [Vec<Duration>; PATHS.len()]) {
+    let stats = samples.each_mut().map(|samples| {
+        samples.sort_unstable();
+        [percentile(samples, 0.5), percentile(samples, 0.99)]
+    });
+    println!("{:<44}{:>12}{:>12}", "path", "median µs", "p99 µs");
+    for (path, [median, p99]) in PATHS.iter().zip(stats) {
+        println!("{path:<44}{median:>12.1}{p99:>12.1}");
+    }
+    let [host, bare, host_store, ..] = stats;
+    let difference = |label: &str, [median, p99]: [f64; 2], [less_median, less_p99]: [f64; 2]| {
+        println!(
+            "{label:<44}{:>12.1}{:>12.1}",
+            median - less_median,
+            p99 - less_p99
+        );
+    };
+    difference("overhead (a) - (b)", host, bare);
+    println!(
+        "{:<44}{:>11.2}x{:>11.2}x",
+        "ratio (a) / (b)",
+        host[0] / bare[0],
+        host[1] / bare[1]
+    );
+    difference("  of which store safeguards (b') - (b)", host_store, bare);
+    difference("  of which dispatch::call (a) - (b')", host, host_store);
+}
+
+const fn factorial(n: usize) -> usize {
+    if n <= 1 { 1 } else { n * factorial(n - 1) }
+}
+
+/// Advances `order` to the next permutation in lexicographic order, from the last back to the
+/// first, so that [`ORDERS`] consecutive rounds run every order once.
+fn next_order(order: &mut [usize]) {
+    match order.windows(2).rposition(|pair| pair[0] < pair[1]) {
+        Some(pivot) => {
+            let successor = order
+                .iter()
+                .rposition(|&path| path > order[pivot])
+                .expect("an element after the pivot is greater");
+            order.swap(pivot, successor);
+            order[pivot + 1..].reverse();
+        }
+        None => order.reverse(),
+    }
+}
+
+/// Nearest-rank percentile of sorted samples, in microseconds.
+fn percentile(sorted: &[Duration], fraction: f64) -> f64 {
+    let rank = (fraction * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e6
+}
+
+/// The podset guest, built with cargo if it is not there.
+fn guest() -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the host crate is inside the workspace");
+    // A relative CARGO_TARGET_DIR is taken from the workspace root, where cargo runs below.
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace.join("target"), |dir| workspace.join(dir));
+    let wasm = target.join("wasm32-wasip2/release/podset.wasm");
+    if !wasm.exists() {
+        eprintln!("building {}", wasm.display());
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(workspace)
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "-p",
+                "podset",
+            ])
+            .status()
+            .expect("running cargo");
+        assert!(status.success(), "building the podset guest failed");
+    }
+    wasm
+}
+
+/// A PodSet padded to [`PODSET_BYTES`] with template labels and annotations.
+fn podset() -> Value {
+    let labels: serde_json::Map<String, Value> = std::iter::once(("app".into(), json!("web")))
+        .chain((0..8).map(|i| {
+            (
+                format!("bench.kubewasm.dev/label-{i}"),
+                json!(format!("value-{i}")),
+            )
+        }))
+        .collect();
+    let mut podset = json!({
+        "apiVersion": "kubewasm.dev/v1alpha1",
+        "kind": "PodSet",
+        "metadata": {
+            "name": "web",
+            "namespace": NAMESPACE,
+            "uid": PODSET_UID,
+            "resourceVersion": "1",
+            "generation": 1,
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+        },
+        "spec": {
+            "replicas": PODS,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {}},
+                "spec": {"containers": [{"name": "web", "image": "registry.k8s.io/pause:3.10"}]},
+            },
+        },
+    });
+    let mut index = 0;
+    while podset.to_string().len() < PODSET_BYTES {
+        let key = format!("bench.kubewasm.dev/annotation-{index:02}");
+        podset["spec"]["template"]["metadata"]["annotations"][key.as_str()] = json!("x".repeat(64));
+        index += 1;
+    }
+    podset
+}
+
+/// Pod `index` of the PodSet, created from its template and controlled by it.
+fn pod(podset: &Value, index: usize) -> Value {
+    let template = &podset["spec"]["template"];
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": format!("web-{index}"),
+            "namespace": NAMESPACE,
+            "uid": format!("pod-uid-{index}"),
+            "resourceVersion": "1",
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+            "labels": template["metadata"]["labels"],
+            "annotations": template["metadata"]["annotations"],
+            "ownerReferences": [{
+                "apiVersion": "kubewasm.dev/v1alpha1",
+                "kind": "PodSet",
+                "name": "web",
+                "uid": PODSET_UID,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": template["spec"],
+        "status": {"phase": "Pending"},
+    })
+}
+
+fn nproc() -> String {
+    Command::new("nproc")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .map_or_else(|| "unknown".into(), |n| n.trim().to_owned())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|line| line.strip_prefix("model name")?.split_once(':'))
+                .map(|(_, model)| model.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU model".into())
+}
+
+/// The one-minute load average: other work on the machine skews the figures.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|loads| loads.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into())
+}
