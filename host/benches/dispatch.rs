@@ -45,6 +45,7 @@ use kubewasm::dispatch::{self, Entry, Outcome};
 use kubewasm::fixture::{FixtureBackend, Write};
 use kubewasm::imports::{CallContext, GuestEnv};
 use kubewasm::module::{self, Module};
+use kubewasm::permissions::Permissions;
 use kubewasm::runtime::{CallState, Limits, Runtime};
 use serde_json::{Value, json};
 use wasmtime::Store;
@@ -106,12 +107,13 @@ async fn run(wasm: &Path, backend: Arc<FixtureBackend>) {
     let module = module::load(&runtime, wasm, &limits)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let env = Arc::new(GuestEnv {
-        name: module.metadata.name.clone(),
-        declared: module.metadata.declared(),
-        backend: backend.clone(),
-        host_call_timeout: limits.host_call_timeout,
-    });
+    let env = Arc::new(GuestEnv::new(
+        &module.metadata.name,
+        module.metadata.declared(),
+        backend.clone(),
+        limits.host_call_timeout,
+        Permissions::new(None),
+    ));
     let scope = Scope {
         kind: module.metadata.primary.kind.clone(),
         namespace: Some(NAMESPACE.into()),

@@ -17,9 +17,11 @@ use crate::apply::{self, ClusterBackend};
 use crate::backend::Scope;
 use crate::bindings::types::{self, Reason};
 use crate::cache::{CachedObject, Change, ObjectKey};
+use crate::config::Grant;
 use crate::dispatch::{self, Entry, Failure, Outcome};
 use crate::imports::GuestEnv;
 use crate::module::{Mapping, Module};
+use crate::permissions::Permissions;
 use crate::queue::{QueueConfig, WorkQueue};
 use crate::runtime::{Limits, Runtime};
 use crate::trigger;
@@ -41,6 +43,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Backoff of failed keys.
     pub queue: QueueConfig,
+    /// What the operator granted; `None`: everything on the declared kinds.
+    pub grants: Option<Vec<Grant>>,
 }
 
 /// Counters of a guest's reconciles.
@@ -134,12 +138,13 @@ impl Controller {
             &settings.name,
             readable.clone(),
         ));
-        let env = Arc::new(GuestEnv {
-            name: settings.name.clone(),
-            declared: metadata.declared(),
-            backend: backend.clone(),
-            host_call_timeout: settings.limits.host_call_timeout,
-        });
+        let env = Arc::new(GuestEnv::new(
+            &settings.name,
+            metadata.declared(),
+            backend.clone(),
+            settings.limits.host_call_timeout,
+            Permissions::new(settings.grants.clone()),
+        ));
         let controller = Arc::new(Self {
             queue: Arc::new(WorkQueue::new(settings.queue)),
             settings,
@@ -279,6 +284,11 @@ impl Controller {
     /// Its workqueue.
     pub fn queue(&self) -> &WorkQueue<ObjectKey, Reason> {
         &self.queue
+    }
+
+    /// Host calls refused because the kind was not declared or the verb not granted.
+    pub fn calls_denied(&self) -> u64 {
+        self.env.denied.load(Ordering::Relaxed)
     }
 
     /// Applies that were not sent because the cluster already matched.

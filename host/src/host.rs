@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, ModuleConfig};
 use crate::controller::{Controller, Settings};
 use crate::module::{self, LoadError};
+use crate::permissions::{self, Permissions, Requirement};
 use crate::queue::QueueConfig;
 use crate::runtime::{Limits, Runtime, RuntimeError};
 use crate::watch::{Informers, Resources};
@@ -24,6 +25,20 @@ pub enum HostError {
     /// A configured module could not be loaded.
     #[error(transparent)]
     Load(#[from] LoadError),
+    /// A module's declaration needs more than its grants allow.
+    #[error(
+        "{}: module {guest:?} needs permissions its grants do not give:\n  {}",
+        path.display(),
+        missing.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  ")
+    )]
+    NotGranted {
+        /// The guest.
+        guest: String,
+        /// The module's path.
+        path: std::path::PathBuf,
+        /// What is missing.
+        missing: Vec<Requirement>,
+    },
     /// Two modules declare the same controller name.
     #[error("two modules are named {0:?}; set `name` in the configuration to tell them apart")]
     DuplicateName(String),
@@ -49,6 +64,15 @@ impl Host {
             let limits = limits(module_config);
             let module = module::load(&runtime, &module_config.path, &limits).await?;
             let settings = settings(module_config, &module.metadata, limits, queue);
+            let needed = permissions::required(&module.metadata, &settings.namespaces);
+            let missing = Permissions::new(settings.grants.clone()).missing(&needed);
+            if !missing.is_empty() {
+                return Err(HostError::NotGranted {
+                    guest: settings.name,
+                    path: module_config.path.clone(),
+                    missing,
+                });
+            }
             if loaded
                 .iter()
                 .any(|(s, _): &(Settings, _)| s.name == settings.name)
@@ -127,5 +151,6 @@ fn settings(
         namespaces: config.namespaces.clone(),
         limits,
         queue,
+        grants: config.grants.clone(),
     }
 }

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kube::api::GroupVersionKind;
@@ -12,6 +13,8 @@ use crate::backend::{
     ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest, Scope,
 };
 use crate::bindings::kubewasm::controller::{cache, events, log, types, writes};
+use crate::config::Verb;
+use crate::permissions::{Permissions, resource_of};
 use crate::runtime::CallState;
 use crate::selector::LabelSelector;
 
@@ -46,6 +49,30 @@ pub struct GuestEnv {
     pub backend: Arc<dyn Backend>,
     /// Deadline of one backend call that may reach the API server.
     pub host_call_timeout: Duration,
+    /// What the operator granted.
+    pub permissions: Permissions,
+    /// Calls refused because the kind was not declared or the verb not granted.
+    pub denied: AtomicU64,
+}
+
+impl GuestEnv {
+    /// The environment of guest `name`, with no call denied yet.
+    pub fn new(
+        name: &str,
+        declared: Declared,
+        backend: Arc<dyn Backend>,
+        host_call_timeout: Duration,
+        permissions: Permissions,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            declared,
+            backend,
+            host_call_timeout,
+            permissions,
+            denied: AtomicU64::new(0),
+        }
+    }
 }
 
 /// The guest's view of the host during one call.
@@ -57,26 +84,68 @@ pub struct CallContext {
 }
 
 impl CallContext {
-    fn readable(&self, kind: types::Gvk) -> Result<GroupVersionKind, CallError> {
+    /// Checks a read of `kind` in `namespace`: the kind must be declared and `verb` granted.
+    fn readable(
+        &self,
+        kind: types::Gvk,
+        verb: Verb,
+        namespace: Option<&str>,
+    ) -> Result<GroupVersionKind, CallError> {
         let kind = to_gvk(kind);
-        if self.env.declared.can_read(&kind) {
-            Ok(kind)
-        } else {
-            Err(CallError::Denied(format!(
+        if !self.env.declared.can_read(&kind) {
+            return Err(CallError::Denied(format!(
                 "{} is not a kind this controller declared",
                 describe(&kind)
-            )))
+            )));
         }
+        self.granted(&kind, None, &[verb], namespace)?;
+        Ok(kind)
     }
 
-    fn writable(&self, kind: GroupVersionKind) -> Result<GroupVersionKind, CallError> {
-        if self.env.declared.can_write(&kind) {
-            Ok(kind)
-        } else {
-            Err(CallError::Denied(format!(
+    /// Checks a write of `kind` (or its `subresource`) in `namespace`: the kind must be the
+    /// primary or an owned one, and every verb granted.
+    fn writable(
+        &self,
+        kind: GroupVersionKind,
+        subresource: Option<&str>,
+        verbs: &[Verb],
+        namespace: Option<&str>,
+    ) -> Result<GroupVersionKind, CallError> {
+        if !self.env.declared.can_write(&kind) {
+            return Err(CallError::Denied(format!(
                 "{} is neither the primary kind nor an owned kind of this controller",
                 describe(&kind)
-            )))
+            )));
+        }
+        self.granted(&kind, subresource, verbs, namespace)?;
+        Ok(kind)
+    }
+
+    fn granted(
+        &self,
+        kind: &GroupVersionKind,
+        subresource: Option<&str>,
+        verbs: &[Verb],
+        namespace: Option<&str>,
+    ) -> Result<(), CallError> {
+        let permissions = &self.env.permissions;
+        match verbs
+            .iter()
+            .find(|&&verb| !permissions.allows(kind, subresource, verb, namespace))
+        {
+            None => Ok(()),
+            Some(verb) => {
+                let mut resource = resource_of(kind);
+                if let Some(subresource) = subresource {
+                    resource = format!("{resource}/{subresource}");
+                }
+                Err(CallError::Denied(format!(
+                    "no grant allows {} on {resource} ({}) in {}",
+                    verb.as_str(),
+                    describe(kind),
+                    namespace.map_or("all namespaces".into(), |n| format!("namespace {n}"))
+                )))
+            }
         }
     }
 
@@ -116,7 +185,7 @@ impl CallContext {
             Some((group, version)) => (group, version),
             None => ("", api_version),
         };
-        let gvk = self.writable(GroupVersionKind::gvk(group, version, kind))?;
+        let gvk = GroupVersionKind::gvk(group, version, kind);
         let name = value["metadata"]["name"]
             .as_str()
             .filter(|n| !n.is_empty())
@@ -157,6 +226,16 @@ impl CallContext {
         status: bool,
     ) -> Result<String, CallError> {
         let (kind, namespace, name, mut object) = self.intent(&object)?;
+        let kind = if status {
+            self.writable(kind, Some("status"), &[Verb::Patch], namespace.as_deref())?
+        } else {
+            self.writable(
+                kind,
+                None,
+                &[Verb::Create, Verb::Patch],
+                namespace.as_deref(),
+            )?
+        };
         if owned {
             let reference = self.owner_reference()?;
             let references = object["metadata"]
@@ -222,8 +301,13 @@ fn answer<T>(
     env: &GuestEnv,
     call: &str,
 ) -> wasmtime::Result<Result<T, types::Error>> {
-    if let Err(error) = &result {
-        tracing::debug!(guest = %env.name, call, %error, "host call failed");
+    match &result {
+        Err(error @ CallError::Denied(_)) => {
+            env.denied.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(guest = %env.name, call, %error, "host call denied");
+        }
+        Err(error) => tracing::debug!(guest = %env.name, call, %error, "host call failed"),
+        Ok(_) => {}
     }
     Ok(result.map_err(to_wit))
 }
@@ -238,13 +322,15 @@ impl cache::Host for CallState {
         name: String,
     ) -> wasmtime::Result<Result<Option<String>, types::Error>> {
         let context = &self.context;
-        let result = context.readable(kind).and_then(|kind| {
-            context
-                .env
-                .backend
-                .get(&kind, namespace.as_deref(), &name)
-                .map(|found| found.map(|json| json.to_string()))
-        });
+        let result = context
+            .readable(kind, Verb::Get, namespace.as_deref())
+            .and_then(|kind| {
+                context
+                    .env
+                    .backend
+                    .get(&kind, namespace.as_deref(), &name)
+                    .map(|found| found.map(|json| json.to_string()))
+            });
         answer(result, &context.env, "get")
     }
 
@@ -255,19 +341,21 @@ impl cache::Host for CallState {
         label_selector: Option<String>,
     ) -> wasmtime::Result<Result<Vec<String>, types::Error>> {
         let context = &self.context;
-        let result = context.readable(kind).and_then(|kind| {
-            let selector = label_selector
-                .as_deref()
-                .map(str::parse::<LabelSelector>)
-                .transpose()
-                .map_err(|e| CallError::Invalid(e.to_string()))?;
-            let objects =
-                context
-                    .env
-                    .backend
-                    .list(&kind, namespace.as_deref(), selector.as_ref())?;
-            Ok(objects.iter().map(|json| json.to_string()).collect())
-        });
+        let result = context
+            .readable(kind, Verb::List, namespace.as_deref())
+            .and_then(|kind| {
+                let selector = label_selector
+                    .as_deref()
+                    .map(str::parse::<LabelSelector>)
+                    .transpose()
+                    .map_err(|e| CallError::Invalid(e.to_string()))?;
+                let objects =
+                    context
+                        .env
+                        .backend
+                        .list(&kind, namespace.as_deref(), selector.as_ref())?;
+                Ok(objects.iter().map(|json| json.to_string()).collect())
+            });
         answer(result, &context.env, "list")
     }
 }
@@ -301,19 +389,21 @@ impl writes::Host for CallState {
         preconditions: writes::Preconditions,
     ) -> wasmtime::Result<Result<(), types::Error>> {
         let context = &self.context;
-        let result = match context.writable(to_gvk(kind)) {
-            Ok(kind) => {
-                let request = DeleteRequest {
-                    kind,
-                    namespace: context.namespace(namespace),
-                    name,
-                    uid: preconditions.uid,
-                    resource_version: preconditions.resource_version,
-                };
-                context.timed(context.env.backend.delete(request)).await
-            }
-            Err(error) => Err(error),
-        };
+        let namespace = context.namespace(namespace);
+        let result =
+            match context.writable(to_gvk(kind), None, &[Verb::Delete], namespace.as_deref()) {
+                Ok(kind) => {
+                    let request = DeleteRequest {
+                        kind,
+                        namespace,
+                        name,
+                        uid: preconditions.uid,
+                        resource_version: preconditions.resource_version,
+                    };
+                    context.timed(context.env.backend.delete(request)).await
+                }
+                Err(error) => Err(error),
+            };
         answer(result, &context.env, "delete")
     }
 
@@ -327,12 +417,14 @@ impl writes::Host for CallState {
     ) -> wasmtime::Result<Result<String, types::Error>> {
         let context = &self.context;
         let result = async {
-            let kind = context.writable(to_gvk(kind))?;
+            let namespace = context.namespace(namespace);
+            let kind =
+                context.writable(to_gvk(kind), None, &[Verb::Patch], namespace.as_deref())?;
             let patch: Value = serde_json::from_str(&patch)
                 .map_err(|e| CallError::Invalid(format!("patch is not valid JSON: {e}")))?;
             let request = PatchRequest {
                 kind,
-                namespace: context.namespace(namespace),
+                namespace,
                 name,
                 patch,
                 json_patch: matches!(patch_type, writes::PatchType::Json),
@@ -351,7 +443,13 @@ impl events::Host for CallState {
     ) -> wasmtime::Result<Result<(), types::Error>> {
         let context = &self.context;
         let result = async {
-            let kind = context.readable(event.regarding_kind)?;
+            let kind = to_gvk(event.regarding_kind);
+            if !context.env.declared.can_read(&kind) {
+                return Err(CallError::Denied(format!(
+                    "events about {} are not about a kind this controller declared",
+                    describe(&kind)
+                )));
+            }
             let request = EventRequest {
                 kind,
                 namespace: context.namespace(event.regarding_namespace),

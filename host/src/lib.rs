@@ -14,6 +14,7 @@ pub mod fixture;
 pub mod host;
 pub mod imports;
 pub mod module;
+pub mod permissions;
 pub mod queue;
 pub mod runtime;
 pub mod selector;

@@ -11,6 +11,7 @@ use kube::api::GroupVersionKind;
 use crate::backend::{ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest};
 use crate::bindings::{ControllerPre, GUEST_INTERFACE, types};
 use crate::imports::{CallContext, Declared, GuestEnv, to_gvk};
+use crate::permissions::Permissions;
 use crate::runtime::{CallState, Limits, Runtime};
 use crate::selector::LabelSelector;
 
@@ -194,16 +195,17 @@ async fn read_metadata(
     pre: &ControllerPre<CallState>,
     limits: &Limits,
 ) -> Result<types::ControllerMetadata, String> {
-    let env = Arc::new(GuestEnv {
-        name: "(loading)".into(),
-        declared: Declared {
+    let env = Arc::new(GuestEnv::new(
+        "(loading)",
+        Declared {
             primary: GroupVersionKind::gvk("", "", ""),
             owns: Vec::new(),
             watches: Vec::new(),
         },
-        backend: Arc::new(Sealed),
-        host_call_timeout: limits.host_call_timeout,
-    });
+        Arc::new(Sealed),
+        limits.host_call_timeout,
+        Permissions::new(None),
+    ));
     let mut store = runtime.store(CallContext { env, scope: None }, limits);
     let instance = pre
         .instantiate_async(&mut store)

@@ -292,6 +292,30 @@ impl HostProcess {
     }
 }
 
+/// Runs `kubewasm run` with `config` against the test control plane until it exits by itself,
+/// and returns its exit status and everything it printed.
+pub fn run_host_to_exit(name: &str, config: &str) -> Result<(std::process::ExitStatus, String)> {
+    let dir = std::env::temp_dir().join(format!("kubewasm-host-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let config_path = dir.join("config.yaml");
+    std::fs::write(&config_path, config)?;
+    let output = Command::new(host_binary())
+        .arg("run")
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--kubeconfig")
+        .arg(control_plane().kubeconfig())
+        .stdin(Stdio::null())
+        .output()
+        .context("running kubewasm")?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok((output.status, text))
+}
+
 /// Starts a host named `name` with `config`, runs `exercise` against it, and stops the host with
 /// SIGTERM, failing unless it exits cleanly. Prints the host's log when `exercise` fails.
 pub async fn with_host(
