@@ -40,7 +40,6 @@ use std::time::{Duration, Instant};
 
 use kubewasm::backend::{Backend, Scope};
 use kubewasm::bindings::types;
-use kubewasm::config::{DEFAULT_HOST_CALL_TIMEOUT, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT};
 use kubewasm::dispatch::{self, Entry, Outcome};
 use kubewasm::fixture::{FixtureBackend, Write};
 use kubewasm::imports::{CallContext, GuestEnv};
@@ -99,11 +98,7 @@ fn main() {
 
 async fn run(wasm: &Path, backend: Arc<FixtureBackend>) {
     let runtime = Runtime::new().expect("a WebAssembly runtime");
-    let limits = Limits {
-        timeout: DEFAULT_TIMEOUT,
-        memory_bytes: usize::try_from(DEFAULT_MEMORY_BYTES).expect("64 MiB fits a usize"),
-        host_call_timeout: DEFAULT_HOST_CALL_TIMEOUT,
-    };
+    let limits = Limits::default();
     let module = module::load(&runtime, wasm, &limits)
         .await
         .unwrap_or_else(|e| panic!("{e}"));

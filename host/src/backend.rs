@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use kube::api::GroupVersionKind;
 use serde_json::Value;
 
+use crate::bindings::kubewasm::controller::log::Level;
 use crate::selector::LabelSelector;
 
 /// Why a host call failed, as the guest sees it.
@@ -127,6 +128,19 @@ pub struct EventRequest {
     pub note: String,
 }
 
+/// A line a guest logged through the `log` import, what it wrote to stdout or stderr (at
+/// [`Level::Info`], with a `stream` field), or the host's note that its log output was cut at
+/// the call's limit (at [`Level::Warn`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// Severity.
+    pub level: Level,
+    /// The message.
+    pub message: String,
+    /// Key/value fields, in the order the guest gave them.
+    pub fields: Vec<(String, String)>,
+}
+
 /// Executes checked host calls for one guest.
 #[async_trait]
 pub trait Backend: Send + Sync {
@@ -157,4 +171,7 @@ pub trait Backend: Send + Sync {
 
     /// Record an event.
     async fn event(&self, request: EventRequest) -> Result<(), CallError>;
+
+    /// Receives every line the guest logs, besides the host's own log; ignores it by default.
+    fn log(&self, _line: LogLine) {}
 }

@@ -12,6 +12,11 @@
 //!       timeoutMs: 10000         # >= 1
 //!       memoryBytes: 64Mi        # >= 1 MiB; a number of bytes or a Kubernetes quantity
 //!       hostCallTimeoutMs: 5000  # >= 1
+//!       writeBytes: 1Mi          # >= 1Ki; JSON of one apply or patch
+//!       logBytes: 64Ki           # >= 1Ki; log output of one call
+//!       errorBytes: 32Ki         # >= 1Ki; error message of reconcile or finalize
+//!       mapKeys: 10000           # >= 1; keys one map-keys call may return
+//!       logLinesPerSecond: 100   # >= 1; guest output lines per second into the host's log
 //!     grants:                    # optional; absent = only the kinds the module declares
 //!       - apiGroups: [""]
 //!         resources: [pods]
@@ -46,9 +51,34 @@ pub const DEFAULT_MEMORY_BYTES: u64 = 64 * 1024 * 1024;
 /// a killed reconcile.
 pub const DEFAULT_HOST_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Default cap on the JSON of one apply or patch (1 MiB): the API server caps a ConfigMap's or
+/// Secret's data at 1 MiB and etcd refuses requests over 1.5 MiB, so a larger write is a bug.
+pub const DEFAULT_WRITE_BYTES: u64 = 1024 * 1024;
+
+/// Default cap on the log output of one call (64 KiB): hundreds of ordinary lines, yet one call
+/// cannot push megabytes into the host's log.
+pub const DEFAULT_LOG_BYTES: u64 = 64 * 1024;
+
+/// Default cap on the error message of a reconcile or finalize (32 KiB): the longest message a
+/// status condition (`metav1.Condition`) holds, so an error fits one uncut.
+pub const DEFAULT_ERROR_BYTES: u64 = 32 * 1024;
+
+/// Default cap on the keys one `map-keys` call returns: more primaries than one watched object
+/// plausibly maps to, few enough that one call cannot flood the workqueue.
+pub const DEFAULT_MAP_KEYS: u32 = 10_000;
+
+/// Default rate of guest output lines (the `log` import, stdout and stderr) forwarded to the
+/// host's log: far above what a healthy controller logs, low enough that one guest cannot drown
+/// the host's own lines.
+pub const DEFAULT_LOG_LINES_PER_SECOND: u32 = 100;
+
 /// Smallest accepted `limits.memoryBytes` (1 MiB); less cannot hold a component's stack and
 /// heap.
 pub const MIN_MEMORY_BYTES: u64 = 1024 * 1024;
+
+/// Smallest accepted `writeBytes`, `logBytes` and `errorBytes` (1 KiB); less would refuse
+/// ordinary objects, lines and messages.
+pub const MIN_CAP_BYTES: u64 = 1024;
 
 /// Largest accepted `maxConcurrency`.
 pub const MAX_CONCURRENCY: u32 = 1024;
@@ -121,15 +151,31 @@ pub struct Limits {
     pub memory_bytes: u64,
     /// Timeout of each API call made on the guest's behalf; at least 1 ms.
     pub host_call_timeout: Duration,
+    /// Largest JSON of one apply or patch; at least [`MIN_CAP_BYTES`].
+    pub write_bytes: u64,
+    /// Log output of one call: the `log` import's lines, and stdout and stderr each; at least
+    /// [`MIN_CAP_BYTES`].
+    pub log_bytes: u64,
+    /// Longest error message of a reconcile or finalize; at least [`MIN_CAP_BYTES`].
+    pub error_bytes: u64,
+    /// Most keys one `map-keys` call may return; at least 1.
+    pub map_keys: u32,
+    /// Guest output lines per second forwarded to the host's log; at least 1.
+    pub log_lines_per_second: u32,
 }
 
 impl Default for Limits {
-    /// [`DEFAULT_TIMEOUT`], [`DEFAULT_MEMORY_BYTES`] and [`DEFAULT_HOST_CALL_TIMEOUT`].
+    /// The `DEFAULT_*` constants of this module.
     fn default() -> Self {
         Self {
             timeout: DEFAULT_TIMEOUT,
             memory_bytes: DEFAULT_MEMORY_BYTES,
             host_call_timeout: DEFAULT_HOST_CALL_TIMEOUT,
+            write_bytes: DEFAULT_WRITE_BYTES,
+            log_bytes: DEFAULT_LOG_BYTES,
+            error_bytes: DEFAULT_ERROR_BYTES,
+            map_keys: DEFAULT_MAP_KEYS,
+            log_lines_per_second: DEFAULT_LOG_LINES_PER_SECOND,
         }
     }
 }
@@ -277,9 +323,14 @@ struct RawModule {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawLimits {
     timeout_ms: Option<u64>,
-    /// A number of bytes or a quantity string; checked by [`memory_bytes`].
+    /// A number of bytes or a quantity string, as the other byte sizes; checked by [`byte_size`].
     memory_bytes: Option<serde_yaml::Value>,
     host_call_timeout_ms: Option<u64>,
+    write_bytes: Option<serde_yaml::Value>,
+    log_bytes: Option<serde_yaml::Value>,
+    error_bytes: Option<serde_yaml::Value>,
+    map_keys: Option<u32>,
+    log_lines_per_second: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -433,23 +484,52 @@ fn millis(value: Option<u64>, default: Duration, field: String) -> Result<Durati
 }
 
 fn validate_limits(raw: RawLimits, at: &str) -> Result<Limits, ConfigError> {
-    let memory_bytes = match raw.memory_bytes {
-        None => DEFAULT_MEMORY_BYTES,
-        Some(value) => memory_bytes(&value).map_err(|m| invalid(format!("{at}.memoryBytes"), m))?,
+    let size = |value: Option<serde_yaml::Value>, default, minimum, name: &str| match value {
+        None => Ok(default),
+        Some(value) => byte_size(&value, minimum).map_err(|m| invalid(format!("{at}.{name}"), m)),
+    };
+    let count = |value: Option<u32>, default, name: &str| match value {
+        None => Ok(default),
+        Some(0) => Err(invalid(format!("{at}.{name}"), "0 is not at least 1")),
+        Some(n) => Ok(n),
     };
     Ok(Limits {
         timeout: millis(raw.timeout_ms, DEFAULT_TIMEOUT, format!("{at}.timeoutMs"))?,
-        memory_bytes,
+        memory_bytes: size(
+            raw.memory_bytes,
+            DEFAULT_MEMORY_BYTES,
+            MIN_MEMORY_BYTES,
+            "memoryBytes",
+        )?,
         host_call_timeout: millis(
             raw.host_call_timeout_ms,
             DEFAULT_HOST_CALL_TIMEOUT,
             format!("{at}.hostCallTimeoutMs"),
         )?,
+        write_bytes: size(
+            raw.write_bytes,
+            DEFAULT_WRITE_BYTES,
+            MIN_CAP_BYTES,
+            "writeBytes",
+        )?,
+        log_bytes: size(raw.log_bytes, DEFAULT_LOG_BYTES, MIN_CAP_BYTES, "logBytes")?,
+        error_bytes: size(
+            raw.error_bytes,
+            DEFAULT_ERROR_BYTES,
+            MIN_CAP_BYTES,
+            "errorBytes",
+        )?,
+        map_keys: count(raw.map_keys, DEFAULT_MAP_KEYS, "mapKeys")?,
+        log_lines_per_second: count(
+            raw.log_lines_per_second,
+            DEFAULT_LOG_LINES_PER_SECOND,
+            "logLinesPerSecond",
+        )?,
     })
 }
 
-/// `memoryBytes` as a plain number or a quantity string, at least [`MIN_MEMORY_BYTES`].
-fn memory_bytes(value: &serde_yaml::Value) -> Result<u64, String> {
+/// A byte size as a plain number or a quantity string, at least `minimum`.
+fn byte_size(value: &serde_yaml::Value, minimum: u64) -> Result<u64, String> {
     let (bytes, shown) = match value {
         serde_yaml::Value::Number(n) => {
             // YAML reads `1e9` as a float; accept it when it is a whole number of bytes.
@@ -476,12 +556,25 @@ fn memory_bytes(value: &serde_yaml::Value) -> Result<u64, String> {
             ));
         }
     };
-    if bytes < MIN_MEMORY_BYTES {
+    if bytes < minimum {
         return Err(format!(
-            "{shown} is below the minimum of 1Mi ({MIN_MEMORY_BYTES} bytes)"
+            "{shown} is below the minimum of {} ({minimum} bytes)",
+            binary_quantity(minimum)
         ));
     }
     Ok(bytes)
+}
+
+/// `bytes` in the largest binary unit that divides it: `1Mi`, `1Ki`, `1000`.
+fn binary_quantity(bytes: u64) -> String {
+    ["Ei", "Pi", "Ti", "Gi", "Mi", "Ki"]
+        .iter()
+        .zip((1..=6).rev())
+        .find(|&(_, power)| bytes != 0 && bytes.is_multiple_of(1u64 << (10 * power)))
+        .map_or_else(
+            || bytes.to_string(),
+            |(unit, power)| format!("{}{unit}", bytes >> (10 * power)),
+        )
 }
 
 /// A Kubernetes quantity as a whole number of bytes: a decimal number (`128`, `1.5`) with an
@@ -640,6 +733,11 @@ modules:
       timeoutMs: 20000
       memoryBytes: 67108864
       hostCallTimeoutMs: 2500
+      writeBytes: 512Ki
+      logBytes: 4096
+      errorBytes: 2Ki
+      mapKeys: 50
+      logLinesPerSecond: 7
     grants:
       - apiGroups: [""]
         resources: [pods]
@@ -690,6 +788,11 @@ queue:
                     timeout: Duration::from_secs(20),
                     memory_bytes: 64 << 20,
                     host_call_timeout: Duration::from_millis(2500),
+                    write_bytes: 512 << 10,
+                    log_bytes: 4096,
+                    error_bytes: 2048,
+                    map_keys: 50,
+                    log_lines_per_second: 7,
                 },
                 grants: Some(vec![
                     Grant {
@@ -745,6 +848,11 @@ queue:
                         timeout: Duration::from_secs(10),
                         memory_bytes: 64 * 1024 * 1024,
                         host_call_timeout: Duration::from_secs(5),
+                        write_bytes: 1024 * 1024,
+                        log_bytes: 64 * 1024,
+                        error_bytes: 32 * 1024,
+                        map_keys: 10_000,
+                        log_lines_per_second: 100,
                     },
                     grants: None,
                 }],
@@ -761,6 +869,7 @@ queue:
         assert_eq!(module.limits.timeout, Duration::from_millis(1));
         assert_eq!(module.limits.memory_bytes, DEFAULT_MEMORY_BYTES);
         assert_eq!(module.limits.host_call_timeout, DEFAULT_HOST_CALL_TIMEOUT);
+        assert_eq!(module.limits.write_bytes, DEFAULT_WRITE_BYTES);
         assert_eq!(module.grants, Some(vec![]));
         // YAML reads `1e9` as a float; whole floats are accepted.
         let config = parse("modules: [{path: a.wasm, limits: {memoryBytes: 1e9}}]").unwrap();
@@ -831,6 +940,10 @@ queue:
         );
         let message = parse_error("modules: [{path: a.wasm, limits: {timeout: 3}}]");
         assert!(message.contains("unknown field `timeout`"), "{message}");
+        let message = parse_error("modules: [{path: a.wasm, limits: {writeByte: 3}}]");
+        assert!(message.contains("unknown field `writeByte`"), "{message}");
+        let message = parse_error("modules: [{path: a.wasm, limits: {mapKeys: -1}}]");
+        assert!(message.contains("mapKeys"), "{message}");
         let message = parse_error("modules: [{path: a.wasm}]\nqueue: {baseBackof: 1}");
         assert!(message.contains("unknown field `baseBackof`"), "{message}");
         let message = parse_error("module: [{path: a.wasm}]");
@@ -903,6 +1016,31 @@ queue:
             (
                 "modules: [{path: a.wasm, limits: {hostCallTimeoutMs: 0}}]",
                 "modules[0].limits.hostCallTimeoutMs",
+                "0 is not at least 1",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {writeBytes: 1000}}]",
+                "modules[0].limits.writeBytes",
+                "1000 is below the minimum of 1Ki (1024 bytes)",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {logBytes: 1k}}]",
+                "modules[0].limits.logBytes",
+                "\"1k\" is below the minimum of 1Ki (1024 bytes)",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {errorBytes: 2X}}]",
+                "modules[0].limits.errorBytes",
+                "\"2X\" is not a quantity",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {mapKeys: 0}}]",
+                "modules[0].limits.mapKeys",
+                "0 is not at least 1",
+            ),
+            (
+                "modules: [{path: a.wasm, limits: {logLinesPerSecond: 0}}]",
+                "modules[0].limits.logLinesPerSecond",
                 "0 is not at least 1",
             ),
             (

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use kube::api::GroupVersionKind;
-use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::apply::{self, ClusterBackend};
 use crate::backend::Scope;
@@ -19,6 +20,7 @@ use crate::bindings::types::{self, Reason};
 use crate::cache::{CachedObject, Change, ObjectKey};
 use crate::config::Grant;
 use crate::dispatch::{self, Entry, Failure, Outcome};
+use crate::health::{Health, Streak};
 use crate::imports::GuestEnv;
 use crate::module::{Mapping, Module};
 use crate::permissions::Permissions;
@@ -56,10 +58,14 @@ pub struct Counters {
     pub requeued: AtomicU64,
     /// Reconciles that failed, for any reason.
     pub failed: AtomicU64,
-    /// Reconciles that trapped.
+    /// Reconciles that trapped, other than by running out of memory.
     pub traps: AtomicU64,
     /// Reconciles that ran past their deadline.
     pub timeouts: AtomicU64,
+    /// Reconciles that ran out of memory.
+    pub out_of_memory: AtomicU64,
+    /// The current run of failed reconciles and the last error.
+    pub streak: Streak,
 }
 
 /// A running guest.
@@ -75,19 +81,21 @@ pub struct Controller {
     /// Every informer the guest reads: workers start once all of them have listed.
     readable: Vec<Arc<Informer>>,
     subscriptions: Mutex<Vec<Subscription>>,
+    /// Cancelled when the controller shuts down; ends its resync task.
+    stop: CancellationToken,
     counters: Counters,
 }
 
 impl Controller {
     /// Starts a guest: acquires the informers its module declares, subscribes its triggers and
-    /// spawns its workers into `workers`.
+    /// spawns its workers into `tasks`.
     pub fn start(
         runtime: Runtime,
         resources: Arc<Resources>,
         informers: &Informers,
         module: Arc<Module>,
         settings: Settings,
-        workers: &mut JoinSet<()>,
+        tasks: &TaskTracker,
     ) -> Arc<Self> {
         let metadata = &module.metadata;
         let namespaces: Vec<Option<&str>> = if settings.namespaces.is_empty() {
@@ -156,6 +164,7 @@ impl Controller {
             primaries: primaries.clone(),
             readable: readable.clone(),
             subscriptions: Mutex::default(),
+            stop: CancellationToken::new(),
             counters: Counters::default(),
         });
         let primary_kind = module.metadata.primary.kind.clone();
@@ -184,11 +193,11 @@ impl Controller {
         *controller.subscriptions.lock().expect("subscriptions lock") = subscriptions;
         for _ in 0..controller.settings.max_concurrency {
             let controller = controller.clone();
-            workers.spawn(async move { controller.work().await });
+            tasks.spawn(async move { controller.work().await });
         }
         if let Some(period) = controller.settings.resync {
             let weak = Arc::downgrade(&controller);
-            workers.spawn(resync(weak, period));
+            tasks.spawn(resync(weak, controller.stop.clone(), period));
         }
         controller
     }
@@ -286,6 +295,27 @@ impl Controller {
         &self.queue
     }
 
+    /// A snapshot of its health: the module answering reconciles and how they ended.
+    pub fn health(&self) -> Health {
+        let module = self.module();
+        let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let counters = &self.counters;
+        Health {
+            loaded_at: module.loaded_at,
+            digest: module.digest.clone(),
+            succeeded: count(&counters.succeeded),
+            requeued: count(&counters.requeued),
+            failed: count(&counters.failed),
+            traps: count(&counters.traps),
+            timeouts: count(&counters.timeouts),
+            out_of_memory: count(&counters.out_of_memory),
+            denied: self.calls_denied(),
+            output_dropped: self.env.output.dropped(),
+            consecutive_failures: counters.streak.failures(),
+            last_error: counters.streak.last_error(),
+        }
+    }
+
     /// Host calls refused because the kind was not declared or the verb not granted.
     pub fn calls_denied(&self) -> u64 {
         self.env.denied.load(Ordering::Relaxed)
@@ -301,8 +331,27 @@ impl Controller {
         self.readable.iter().all(|i| i.is_synced())
     }
 
-    /// Stops taking keys and waits for reconciles in flight to finish.
+    /// Whether `module` can replace the current one in place: it declares exactly the same
+    /// kinds, mappings, finalizer, concurrency and resync period.
+    pub fn can_swap_to(&self, module: &Module) -> bool {
+        self.module().metadata == module.metadata
+    }
+
+    /// Makes `module` answer every reconcile from the next dequeue on, and enqueues every key
+    /// again with [`Reason::Reload`]. Reconciles in flight finish on the module they started
+    /// with. The caller checks [`Controller::can_swap_to`] first.
+    pub fn swap_module(&self, module: Arc<Module>) {
+        *self.module.write().expect("module lock") = module;
+        for informer in &self.primaries {
+            for key in informer.store().keys() {
+                self.queue.add(key, Reason::Reload);
+            }
+        }
+    }
+
+    /// Stops taking keys and waits for reconciles in flight to finish; drops its watches.
     pub async fn shut_down(&self) {
+        self.stop.cancel();
         self.queue.shut_down_and_drain().await;
         self.subscriptions
             .lock()
@@ -400,22 +449,28 @@ impl Controller {
                     }
                 }
                 self.counters.succeeded.fetch_add(1, Ordering::Relaxed);
+                self.counters.streak.succeeded(&self.settings.name);
                 self.queue.forget(key);
             }
             Ok(Outcome::RequeueAfter(delay)) => {
                 self.counters.requeued.fetch_add(1, Ordering::Relaxed);
+                self.counters.streak.succeeded(&self.settings.name);
                 self.queue.forget(key);
                 self.queue.add_after(key.clone(), Reason::Requeue, delay);
             }
             Err(Failure::Permanent(message)) => {
                 self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .streak
+                    .failed(&self.settings.name, key, &message);
                 tracing::error!(guest = %self.settings.name, %key, %message, "reconcile failed permanently; waiting for a change");
                 self.queue.forget(key);
             }
             Err(failure) => {
                 match failure {
-                    Failure::Trap(_) | Failure::OutOfMemory(_) => {
-                        self.counters.traps.fetch_add(1, Ordering::Relaxed)
+                    Failure::Trap(_) => self.counters.traps.fetch_add(1, Ordering::Relaxed),
+                    Failure::OutOfMemory(_) => {
+                        self.counters.out_of_memory.fetch_add(1, Ordering::Relaxed)
                     }
                     Failure::Timeout(_) => self.counters.timeouts.fetch_add(1, Ordering::Relaxed),
                     _ => 0,
@@ -429,14 +484,20 @@ impl Controller {
         self.counters.failed.fetch_add(1, Ordering::Relaxed);
         let delay = self.queue.add_rate_limited(key.clone(), Reason::Requeue);
         tracing::warn!(guest = %self.settings.name, %key, retry_in = ?delay, "reconcile failed: {message}");
+        self.counters
+            .streak
+            .failed(&self.settings.name, key, message);
     }
 }
 
-async fn resync(controller: Weak<Controller>, period: Duration) {
+async fn resync(controller: Weak<Controller>, stop: CancellationToken, period: Duration) {
     let mut ticks = tokio::time::interval(period);
     ticks.tick().await;
     loop {
-        ticks.tick().await;
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = stop.cancelled() => return,
+        }
         let Some(controller) = controller.upgrade() else {
             return;
         };

@@ -1,12 +1,16 @@
 //! Calls into a guest: a fresh instance of the pre-linked module for every call, under the
-//! guest's limits. A trap, a missed deadline or exhausted memory fails only that call.
+//! guest's limits. A trap, a missed deadline or exhausted memory fails only that call. Error
+//! messages are cut at the limits' `error_bytes` and `map-keys` results at `map_keys`; what the
+//! guest wrote to stdout and stderr reaches the host's log under the guest's rate limit.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::backend::Scope;
+use crate::backend::{LogLine, Scope};
+use crate::bindings::kubewasm::controller::log::Level;
 use crate::bindings::types;
 use crate::imports::{CallContext, GuestEnv};
+use crate::limits::truncate;
 use crate::module::Module;
 use crate::runtime::{CallState, Limits, Runtime};
 
@@ -73,19 +77,21 @@ pub async fn call(
         }
     }
     .await;
-    forward_output(&store, env);
+    forward_output(&store);
+    let cut = |message| truncate(message, limits.error_bytes);
     match result {
         Ok(Ok(types::Outcome::Done)) => Ok(Outcome::Done),
         Ok(Ok(types::Outcome::RequeueAfter(ms))) => {
             Ok(Outcome::RequeueAfter(Duration::from_millis(ms)))
         }
-        Ok(Err(types::ReconcileError::Transient(message))) => Err(Failure::Transient(message)),
-        Ok(Err(types::ReconcileError::Permanent(message))) => Err(Failure::Permanent(message)),
-        Err(error) => Err(classify(error, limits)),
+        Ok(Err(types::ReconcileError::Transient(message))) => Err(Failure::Transient(cut(message))),
+        Ok(Err(types::ReconcileError::Permanent(message))) => Err(Failure::Permanent(cut(message))),
+        Err(error) => Err(classify(error, limits, store.data().memory_exhausted())),
     }
 }
 
-/// Calls `map-keys` in a fresh instance of `module`.
+/// Calls `map-keys` in a fresh instance of `module`. Keys beyond the limit's `map_keys` are
+/// dropped with a warning.
 pub async fn map_keys(
     runtime: &Runtime,
     module: &Module,
@@ -107,28 +113,130 @@ pub async fn map_keys(
             .await
     }
     .await;
-    forward_output(&store, env);
-    result.map_err(|error| classify(error, limits))
+    forward_output(&store);
+    let mut keys =
+        result.map_err(|error| classify(error, limits, store.data().memory_exhausted()))?;
+    if keys.len() > limits.map_keys {
+        tracing::warn!(
+            guest = %env.name, returned = keys.len(), limit = limits.map_keys,
+            "map-keys returned more keys than its limit; the keys beyond it are dropped"
+        );
+        keys.truncate(limits.map_keys);
+    }
+    Ok(keys)
 }
 
-fn classify(error: wasmtime::Error, limits: &Limits) -> Failure {
+/// Why a call failed: its deadline passed, a memory could not grow (as the store's limiter
+/// recorded: `memory_exhausted`), or it trapped otherwise.
+fn classify(error: wasmtime::Error, limits: &Limits, memory_exhausted: bool) -> Failure {
     if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
         return Failure::Timeout(limits.timeout);
     }
     let message = format!("{error:#}");
-    if message.contains("memory") && message.contains("grow") {
-        Failure::OutOfMemory(message)
+    if memory_exhausted {
+        Failure::OutOfMemory(format!(
+            "the limit is {} bytes: {message}",
+            limits.memory_bytes
+        ))
     } else {
         Failure::Trap(message)
     }
 }
 
-fn forward_output(store: &wasmtime::Store<CallState>, env: &GuestEnv) {
-    let (stdout, stderr) = store.data().output();
-    for (stream, bytes) in [("stdout", stdout), ("stderr", stderr)] {
-        if !bytes.is_empty() {
-            let text = String::from_utf8_lossy(&bytes);
-            tracing::info!(target: "guest", guest = %env.name, stream, "{}", text.trim_end());
+/// Hands what the guest wrote to stdout and stderr to the host's log, line by line under the
+/// guest's rate limit, and whole to the backend; notes output dropped beyond the call's cap.
+fn forward_output(store: &wasmtime::Store<CallState>) {
+    let state = store.data();
+    let env = &state.context.env;
+    let (guest, key) = (&env.name, state.context.key());
+    let per_second = state.limits.log_lines_per_second;
+    let (stdout, stderr) = state.output();
+    for (stream, captured) in [("stdout", stdout), ("stderr", stderr)] {
+        if captured.bytes.is_empty() {
+            continue;
         }
+        let text = String::from_utf8_lossy(&captured.bytes).trim().to_owned();
+        for line in text.lines().filter(|line| !line.trim().is_empty()) {
+            if env.output.forward(guest, per_second) {
+                tracing::info!(target: "guest", %guest, %key, stream, "{line}");
+            }
+        }
+        if captured.dropped > 0 {
+            tracing::warn!(
+                target: "guest", %guest, %key, stream,
+                "{stream} truncated: {} bytes beyond the limit of {} dropped",
+                captured.dropped, state.limits.log_bytes
+            );
+        }
+        env.backend.log(LogLine {
+            level: Level::Info,
+            message: text,
+            fields: vec![("stream".into(), stream.into())],
+        });
+    }
+    env.output.report(guest, per_second, Instant::now());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture::FixtureBackend;
+    use crate::imports::Declared;
+    use crate::permissions::Permissions;
+
+    /// A core module whose `grow` asks for 64 MiB more and whose `trap` traps, run in a store
+    /// of the host with a 1 MiB memory limit; returns how `export` failed.
+    async fn fail(export: &str) -> Failure {
+        let runtime = Runtime::new().unwrap();
+        let env = GuestEnv::new(
+            "classify",
+            Declared {
+                primary: kube::api::GroupVersionKind::gvk("", "v1", "ConfigMap"),
+                owns: Vec::new(),
+                watches: Vec::new(),
+            },
+            Arc::new(FixtureBackend::default()),
+            Duration::from_secs(1),
+            Permissions::new(None),
+        );
+        let context = CallContext {
+            env: Arc::new(env),
+            scope: None,
+        };
+        let limits = Limits {
+            memory_bytes: 1 << 20,
+            ..Limits::default()
+        };
+        let mut store = runtime.store(context, &limits);
+        let module = wasmtime::Module::new(
+            store.engine(),
+            r#"(module
+                (memory 1)
+                (func (export "grow") (drop (memory.grow (i32.const 1024))))
+                (func (export "trap") unreachable))"#,
+        )
+        .unwrap();
+        let instance = wasmtime::Instance::new_async(&mut store, &module, &[])
+            .await
+            .unwrap();
+        let function = instance
+            .get_typed_func::<(), ()>(&mut store, export)
+            .unwrap();
+        let error = function.call_async(&mut store, ()).await.unwrap_err();
+        classify(error, &limits, store.data().memory_exhausted())
+    }
+
+    #[tokio::test]
+    async fn a_refused_memory_grow_is_out_of_memory_and_other_traps_are_traps() {
+        let failure = fail("grow").await;
+        assert!(
+            matches!(&failure, Failure::OutOfMemory(m) if m.starts_with("the limit is 1048576 bytes")),
+            "{failure:?}"
+        );
+        let failure = fail("trap").await;
+        assert!(
+            matches!(&failure, Failure::Trap(m) if m.contains("unreachable")),
+            "{failure:?}"
+        );
     }
 }

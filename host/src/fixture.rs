@@ -1,5 +1,6 @@
 //! An in-memory [`Backend`] for running a guest without a cluster: reads are served from
-//! fixture objects, writes are recorded and applied to those objects only.
+//! fixture objects, writes are recorded and applied to those objects only, and the guest's log
+//! lines are recorded.
 //!
 //! Writes approximate the API server closely enough for a guest to read its own writes:
 //!
@@ -26,7 +27,9 @@ use kube::api::GroupVersionKind;
 use kube::core::GroupVersion;
 use serde_json::Value;
 
-use crate::backend::{ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest};
+use crate::backend::{
+    ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, LogLine, PatchRequest,
+};
 use crate::cache::ObjectKey;
 use crate::selector::LabelSelector;
 
@@ -56,6 +59,7 @@ struct State {
     /// The last resourceVersion handed out.
     revision: u64,
     writes: Vec<Write>,
+    logs: Vec<LogLine>,
 }
 
 #[derive(Debug)]
@@ -136,25 +140,35 @@ impl FixtureBackend {
     ///
     /// If an object has no `apiVersion`, `kind` or `metadata.name`.
     pub fn new(objects: Vec<Value>) -> Self {
-        let mut state = State::default();
+        let backend = Self::default();
         for object in objects {
-            let kind = kind_of(&object).expect("a fixture object has an apiVersion and a kind");
-            let name = object["metadata"]["name"]
-                .as_str()
-                .expect("a fixture object has a metadata.name");
-            let key = ObjectKey {
-                namespace: object["metadata"]["namespace"].as_str().map(str::to_owned),
-                name: name.to_owned(),
-            };
-            let version = object["metadata"]["resourceVersion"]
-                .as_str()
-                .and_then(|v| v.parse().ok());
-            state.revision = state.revision.max(version.unwrap_or(0));
-            state.objects_mut(&kind).insert(key, Stored::new(object));
+            backend.put(object);
         }
-        Self {
-            state: Mutex::new(state),
-        }
+        backend
+    }
+
+    /// Stores `object` as given, replacing the one of the same kind, namespace and name: a
+    /// change made by someone else than the guest, so it is not recorded as a write. Later
+    /// writes get resourceVersions above the object's, when it is numeric.
+    ///
+    /// # Panics
+    ///
+    /// If the object has no `apiVersion`, `kind` or `metadata.name`.
+    pub fn put(&self, object: Value) {
+        let kind = kind_of(&object).expect("a fixture object has an apiVersion and a kind");
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("a fixture object has a metadata.name");
+        let key = ObjectKey {
+            namespace: object["metadata"]["namespace"].as_str().map(str::to_owned),
+            name: name.to_owned(),
+        };
+        let version = object["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok());
+        let mut state = self.lock();
+        state.revision = state.revision.max(version.unwrap_or(0));
+        state.objects_mut(&kind).insert(key, Stored::new(object));
     }
 
     /// Every write received so far, in order, whether it succeeded or not.
@@ -167,13 +181,19 @@ impl FixtureBackend {
         std::mem::take(&mut self.lock().writes)
     }
 
+    /// Every line the guest logged so far, in order; the record starts empty again.
+    pub fn take_logs(&self) -> Vec<LogLine> {
+        std::mem::take(&mut self.lock().logs)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // Nothing panics while the state is locked, so a poisoned lock guards consistent state.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-fn kind_of(object: &Value) -> Option<GroupVersionKind> {
+/// The kind of a Kubernetes object from its `apiVersion` and `kind`, if it has both.
+pub fn kind_of(object: &Value) -> Option<GroupVersionKind> {
     let version: GroupVersion = object["apiVersion"].as_str()?.parse().ok()?;
     Some(version.with_kind(object["kind"].as_str()?))
 }
@@ -336,6 +356,11 @@ impl Backend for FixtureBackend {
     async fn event(&self, request: EventRequest) -> Result<(), CallError> {
         self.lock().writes.push(Write::Event(request));
         Ok(())
+    }
+
+    /// Records the line.
+    fn log(&self, line: LogLine) {
+        self.lock().logs.push(line);
     }
 }
 
@@ -619,5 +644,25 @@ mod tests {
         };
         backend.event(event.clone()).await.unwrap();
         assert_eq!(backend.take_writes(), [Write::Event(event)]);
+    }
+
+    #[test]
+    fn put_replaces_without_recording_and_logs_are_recorded() {
+        let backend = fixture();
+        let mut changed = pod("a", "x", "db");
+        changed["metadata"]["resourceVersion"] = json!("20");
+        backend.put(changed.clone());
+        let stored = backend.get(&pod_kind(), Some("a"), "x").unwrap().unwrap();
+        assert_eq!(parse(&stored), changed);
+        assert!(backend.writes().is_empty());
+
+        let line = LogLine {
+            level: crate::bindings::kubewasm::controller::log::Level::Info,
+            message: "hello".into(),
+            fields: vec![("k".into(), "v".into())],
+        };
+        backend.log(line.clone());
+        assert_eq!(backend.take_logs(), [line]);
+        assert!(backend.take_logs().is_empty());
     }
 }

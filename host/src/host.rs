@@ -1,22 +1,38 @@
 //! The host: loads the configured modules, starts one controller per module on shared
-//! informers, and on shutdown stops taking keys and lets reconciles in flight finish.
+//! informers, reloads a module when its file changes, and on shutdown stops taking keys and lets
+//! reconciles in flight finish.
+//!
+//! A reload compiles and validates the new module (world, version, metadata, grants) while the
+//! old one keeps running, then:
+//! - if it declares the same kinds, mappings, finalizer, concurrency and resync period, swaps it
+//!   in place: reconciles in flight finish on the old code, every key is enqueued again;
+//! - otherwise drains the old controller (in-flight reconciles finish) and starts a new one,
+//!   which acquires the informers it needs and releases the ones nobody else uses.
+//!
+//! An invalid module is rejected with an error in the log and the previous one keeps running; a
+//! removed file unloads its guest.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use kube::Client;
-use tokio::task::JoinSet;
+use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ModuleConfig};
 use crate::controller::{Controller, Settings};
-use crate::module::{self, LoadError};
+use crate::module::{self, LoadError, Module};
 use crate::permissions::{self, Permissions, Requirement};
 use crate::queue::QueueConfig;
+use crate::reload;
 use crate::runtime::{Limits, Runtime, RuntimeError};
 use crate::watch::{Informers, Resources};
 
-/// Why the host could not start.
+/// Why a module could not be started, at start-up or on reload.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
     /// The WebAssembly runtime could not be created.
@@ -35,103 +51,303 @@ pub enum HostError {
         /// The guest.
         guest: String,
         /// The module's path.
-        path: std::path::PathBuf,
+        path: PathBuf,
         /// What is missing.
         missing: Vec<Requirement>,
     },
     /// Two modules declare the same controller name.
     #[error("two modules are named {0:?}; set `name` in the configuration to tell them apart")]
     DuplicateName(String),
+    /// The module directories could not be watched.
+    #[error("watching module files: {0}")]
+    Watch(#[source] notify::Error),
+}
+
+/// Counters of module loads.
+#[derive(Debug, Default)]
+pub struct LoadCounters {
+    /// Modules loaded, at start-up or on reload.
+    pub loaded: AtomicU64,
+    /// Modules replaced while running.
+    pub reloaded: AtomicU64,
+    /// Changed modules rejected; the previous version kept running.
+    pub rejected: AtomicU64,
+    /// Guests unloaded because their file was removed.
+    pub unloaded: AtomicU64,
 }
 
 /// The running host.
 pub struct Host {
-    controllers: Vec<Arc<Controller>>,
+    shared: Arc<Shared>,
+    /// Keeps the file watcher alive.
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+struct Shared {
+    runtime: Runtime,
+    resources: Arc<Resources>,
     informers: Arc<Informers>,
-    workers: JoinSet<()>,
+    queue: QueueConfig,
+    modules: Vec<ModuleConfig>,
+    /// Running guests by module path; a guest whose file is gone has no entry.
+    guests: Mutex<BTreeMap<PathBuf, Arc<Controller>>>,
+    tasks: TaskTracker,
+    counters: LoadCounters,
 }
 
 impl Host {
-    /// Loads every module of `config` and starts its controller. Fails without starting
-    /// anything if one module is invalid.
-    pub async fn start(config: &Config, client: Client) -> Result<Self, HostError> {
-        let runtime = Runtime::new()?;
+    /// Loads every module of `config` and starts its controller, then watches the modules'
+    /// folders for changes when `watch` is set. Fails without starting anything if one module
+    /// is invalid.
+    pub async fn start(
+        config: &Config,
+        client: Client,
+        runtime: Runtime,
+        watch: bool,
+    ) -> Result<Self, HostError> {
         let resources = Arc::new(Resources::new(client));
-        let informers = Arc::new(Informers::new(resources.clone()));
-        let queue = config.queue;
+        let shared = Arc::new(Shared {
+            runtime,
+            informers: Arc::new(Informers::new(resources.clone())),
+            resources,
+            queue: config.queue,
+            modules: config.modules.clone(),
+            guests: Mutex::default(),
+            tasks: TaskTracker::new(),
+            counters: LoadCounters::default(),
+        });
         let mut loaded = Vec::new();
         for module_config in &config.modules {
-            let limits = limits(module_config);
-            let module = module::load(&runtime, &module_config.path, &limits).await?;
-            let settings = settings(module_config, &module.metadata, limits, queue);
-            let needed = permissions::required(&module.metadata, &settings.namespaces);
-            let missing = Permissions::new(settings.grants.clone()).missing(&needed);
-            if !missing.is_empty() {
-                return Err(HostError::NotGranted {
-                    guest: settings.name,
-                    path: module_config.path.clone(),
-                    missing,
-                });
-            }
+            let (module, settings) = shared.prepare(module_config).await?;
             if loaded
                 .iter()
-                .any(|(s, _): &(Settings, _)| s.name == settings.name)
+                .any(|(_, s, _): &(PathBuf, Settings, _)| s.name == settings.name)
             {
                 return Err(HostError::DuplicateName(settings.name));
             }
-            tracing::info!(guest = %settings.name, path = %module_config.path.display(), digest = %module.digest, "module loaded");
-            loaded.push((settings, module));
+            loaded.push((module_config.path.clone(), settings, module));
         }
-        let mut workers = JoinSet::new();
-        let controllers = loaded
-            .into_iter()
-            .map(|(settings, module)| {
-                Controller::start(
-                    runtime.clone(),
-                    resources.clone(),
-                    &informers,
-                    module,
-                    settings,
-                    &mut workers,
-                )
-            })
-            .collect();
+        {
+            let mut guests = shared.guests.lock().await;
+            for (path, settings, module) in loaded {
+                log_loaded(&settings.name, &module, "module loaded");
+                let controller = shared.start_controller(module, settings);
+                guests.insert(path, controller);
+            }
+        }
+        let watcher = if watch {
+            let (changes, watcher) = reload::watch(config.modules.iter().map(|m| m.path.as_path()))
+                .map_err(HostError::Watch)?;
+            let weak = Arc::downgrade(&shared);
+            shared.tasks.spawn(async move {
+                reload::debounced(changes, || {
+                    let weak = weak.clone();
+                    async move {
+                        if let Some(shared) = weak.upgrade() {
+                            shared.rescan().await;
+                        }
+                    }
+                })
+                .await;
+            });
+            Some(watcher)
+        } else {
+            None
+        };
         Ok(Self {
-            controllers,
-            informers,
-            workers,
+            shared,
+            _watcher: watcher,
         })
     }
 
-    /// The running controllers.
-    pub fn controllers(&self) -> &[Arc<Controller>] {
-        &self.controllers
+    /// The running controllers, in module-path order.
+    pub async fn controllers(&self) -> Vec<Arc<Controller>> {
+        self.shared.guests.lock().await.values().cloned().collect()
+    }
+
+    /// Counters of module loads, reloads, rejections and unloads.
+    pub fn load_counters(&self) -> &LoadCounters {
+        &self.shared.counters
     }
 
     /// Whether every informer has completed its first list.
     pub fn is_synced(&self) -> bool {
-        self.informers.running().iter().all(|i| i.is_synced())
+        self.shared
+            .informers
+            .running()
+            .iter()
+            .all(|i| i.is_synced())
+    }
+
+    /// Checks every module file now, as a change notification would.
+    pub async fn rescan(&self) {
+        self.shared.rescan().await;
     }
 
     /// Runs until `shutdown` is cancelled, then drains: no new key is taken, reconciles in
     /// flight finish (each is bounded by its deadline).
-    pub async fn run(mut self, shutdown: CancellationToken) {
+    pub async fn run(self, shutdown: CancellationToken) {
         shutdown.cancelled().await;
         tracing::info!("shutting down: finishing reconciles in flight");
-        for controller in &self.controllers {
+        let guests = std::mem::take(&mut *self.shared.guests.lock().await);
+        for controller in guests.values() {
             controller.shut_down().await;
         }
-        self.workers.abort_all();
-        while self.workers.join_next().await.is_some() {}
+        drop(self._watcher);
+        self.shared.tasks.close();
+        // The reload task holds no strong reference and ends with the watcher's channel.
+        self.shared.tasks.wait().await;
         tracing::info!("stopped");
     }
 }
 
+impl Shared {
+    /// Loads, validates and checks the grants of one configured module.
+    async fn prepare(&self, config: &ModuleConfig) -> Result<(Arc<Module>, Settings), HostError> {
+        let limits = limits(config);
+        let module = module::load(&self.runtime, &config.path, &limits).await?;
+        let settings = settings(config, &module.metadata, limits, self.queue);
+        let needed = permissions::required(&module.metadata, &settings.namespaces);
+        let missing = Permissions::new(settings.grants.clone()).missing(&needed);
+        if !missing.is_empty() {
+            return Err(HostError::NotGranted {
+                guest: settings.name,
+                path: config.path.clone(),
+                missing,
+            });
+        }
+        Ok((module, settings))
+    }
+
+    fn start_controller(&self, module: Arc<Module>, settings: Settings) -> Arc<Controller> {
+        self.counters.loaded.fetch_add(1, Ordering::Relaxed);
+        Controller::start(
+            self.runtime.clone(),
+            self.resources.clone(),
+            &self.informers,
+            module,
+            settings,
+            &self.tasks,
+        )
+    }
+
+    /// Brings every guest in line with its module file. Holds the guest table for the whole
+    /// scan, so reloads never interleave.
+    async fn rescan(&self) {
+        let mut guests = self.guests.lock().await;
+        for config in &self.modules {
+            self.reconcile_module(config, &mut guests).await;
+        }
+    }
+
+    async fn reconcile_module(
+        &self,
+        config: &ModuleConfig,
+        guests: &mut BTreeMap<PathBuf, Arc<Controller>>,
+    ) {
+        let path = &config.path;
+        let current = guests.get(path).cloned();
+        let digest = match tokio::fs::read(path).await {
+            Ok(bytes) => module::sha256_hex(&bytes),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(controller) = guests.remove(path) {
+                    tracing::info!(guest = %controller.name(), path = %path.display(), "module file removed; unloading the guest");
+                    controller.shut_down().await;
+                    self.counters.unloaded.fetch_add(1, Ordering::Relaxed);
+                }
+                return;
+            }
+            Err(error) => {
+                tracing::error!(path = %path.display(), %error, "cannot read module; keeping what runs");
+                return;
+            }
+        };
+        if current
+            .as_ref()
+            .is_some_and(|c| c.module().digest == digest)
+        {
+            return;
+        }
+        let started = Instant::now();
+        let prepared = self.prepare(config).await.and_then(|(module, settings)| {
+            let taken = guests
+                .iter()
+                .any(|(p, c)| p != path && c.name() == settings.name);
+            if taken {
+                Err(HostError::DuplicateName(settings.name))
+            } else {
+                Ok((module, settings))
+            }
+        });
+        let (module, settings) = match prepared {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                match &current {
+                    Some(c) => {
+                        tracing::error!(guest = %c.name(), %error, "module change rejected; the previous version keeps running")
+                    }
+                    None => tracing::error!(path = %path.display(), %error, "module rejected"),
+                }
+                return;
+            }
+        };
+        match current {
+            Some(controller)
+                if controller.name() == settings.name && controller.can_swap_to(&module) =>
+            {
+                controller.swap_module(module.clone());
+                self.counters.reloaded.fetch_add(1, Ordering::Relaxed);
+                log_reloaded(
+                    &settings.name,
+                    &module,
+                    started.elapsed(),
+                    "module swapped in place",
+                );
+            }
+            Some(controller) => {
+                controller.shut_down().await;
+                let name = settings.name.clone();
+                guests.insert(
+                    path.clone(),
+                    self.start_controller(module.clone(), settings),
+                );
+                self.counters.reloaded.fetch_add(1, Ordering::Relaxed);
+                log_reloaded(
+                    &name,
+                    &module,
+                    started.elapsed(),
+                    "module replaced with a new declaration",
+                );
+            }
+            None => {
+                log_loaded(&settings.name, &module, "module loaded");
+                guests.insert(path.clone(), self.start_controller(module, settings));
+            }
+        }
+    }
+}
+
+fn log_loaded(guest: &str, module: &Module, message: &str) {
+    tracing::info!(guest, path = %module.path.display(), digest = %module.digest, from_cache = module.from_cache, "{message}");
+}
+
+fn log_reloaded(guest: &str, module: &Module, took: Duration, message: &str) {
+    tracing::info!(guest, path = %module.path.display(), digest = %module.digest, from_cache = module.from_cache, took = ?took, "{message}");
+}
+
 fn limits(config: &ModuleConfig) -> Limits {
+    let bytes = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let limits = &config.limits;
     Limits {
-        timeout: config.limits.timeout,
-        memory_bytes: usize::try_from(config.limits.memory_bytes).unwrap_or(usize::MAX),
-        host_call_timeout: config.limits.host_call_timeout,
+        timeout: limits.timeout,
+        memory_bytes: bytes(limits.memory_bytes),
+        host_call_timeout: limits.host_call_timeout,
+        write_bytes: bytes(limits.write_bytes),
+        log_bytes: bytes(limits.log_bytes),
+        error_bytes: bytes(limits.error_bytes),
+        map_keys: usize::try_from(limits.map_keys).unwrap_or(usize::MAX),
+        log_lines_per_second: limits.log_lines_per_second,
     }
 }
 

@@ -14,6 +14,7 @@ use crate::backend::{
 };
 use crate::bindings::kubewasm::controller::{cache, events, log, types, writes};
 use crate::config::Verb;
+use crate::limits::{RateLimit, Spend, check_size};
 use crate::permissions::{Permissions, resource_of};
 use crate::runtime::CallState;
 use crate::selector::LabelSelector;
@@ -53,6 +54,8 @@ pub struct GuestEnv {
     pub permissions: Permissions,
     /// Calls refused because the kind was not declared or the verb not granted.
     pub denied: AtomicU64,
+    /// The rate limit of the guest's lines into the host's log, across its calls.
+    pub output: RateLimit,
 }
 
 impl GuestEnv {
@@ -71,6 +74,7 @@ impl GuestEnv {
             host_call_timeout,
             permissions,
             denied: AtomicU64::new(0),
+            output: RateLimit::default(),
         }
     }
 }
@@ -84,6 +88,17 @@ pub struct CallContext {
 }
 
 impl CallContext {
+    /// The key being reconciled, `namespace/name` or `name`; empty outside a reconcile.
+    pub fn key(&self) -> String {
+        self.scope
+            .as_ref()
+            .map(|s| match &s.namespace {
+                Some(ns) => format!("{ns}/{}", s.name),
+                None => s.name.clone(),
+            })
+            .unwrap_or_default()
+    }
+
     /// Checks a read of `kind` in `namespace`: the kind must be declared and `verb` granted.
     fn readable(
         &self,
@@ -312,6 +327,37 @@ fn answer<T>(
     Ok(result.map_err(to_wit))
 }
 
+impl CallState {
+    /// Refuses a write whose JSON is larger than the call's `write_bytes`.
+    fn write_size(&self, what: &'static str, json: &str) -> Result<(), CallError> {
+        check_size(what, json, self.limits.write_bytes)
+            .map_err(|exceeded| CallError::Invalid(exceeded.to_string()))
+    }
+
+    /// Takes a `log` line of `size` bytes from the call's budget; says once that output was
+    /// truncated when the budget runs out.
+    fn log_fits(&mut self, size: usize) -> bool {
+        match self.log_budget.spend(size) {
+            Spend::Keep => true,
+            Spend::Drop => false,
+            Spend::Truncate => {
+                let (guest, key) = (&self.context.env.name, self.context.key());
+                let message = format!(
+                    "log output truncated: more than {} bytes in one call",
+                    self.limits.log_bytes
+                );
+                tracing::warn!(target: "guest", %guest, %key, "{message}");
+                self.context.env.backend.log(crate::backend::LogLine {
+                    level: log::Level::Warn,
+                    message,
+                    fields: Vec::new(),
+                });
+                false
+            }
+        }
+    }
+}
+
 impl types::Host for CallState {}
 
 impl cache::Host for CallState {
@@ -366,10 +412,14 @@ impl writes::Host for CallState {
         object: String,
         options: writes::ApplyOptions,
     ) -> wasmtime::Result<Result<String, types::Error>> {
-        let result = self
-            .context
-            .apply(object, options.owned, options.force, false)
-            .await;
+        let result = match self.write_size("object", &object) {
+            Ok(()) => {
+                self.context
+                    .apply(object, options.owned, options.force, false)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
         answer(result, &self.context.env, "apply")
     }
 
@@ -377,7 +427,10 @@ impl writes::Host for CallState {
         &mut self,
         object: String,
     ) -> wasmtime::Result<Result<String, types::Error>> {
-        let result = self.context.apply(object, false, true, true).await;
+        let result = match self.write_size("object", &object) {
+            Ok(()) => self.context.apply(object, false, true, true).await,
+            Err(error) => Err(error),
+        };
         answer(result, &self.context.env, "apply-status")
     }
 
@@ -415,8 +468,10 @@ impl writes::Host for CallState {
         patch_type: writes::PatchType,
         patch: String,
     ) -> wasmtime::Result<Result<String, types::Error>> {
+        let size = self.write_size("patch", &patch);
         let context = &self.context;
         let result = async {
+            size?;
             let namespace = context.namespace(namespace);
             let kind =
                 context.writable(to_gvk(kind), None, &[Verb::Patch], namespace.as_deref())?;
@@ -471,36 +526,176 @@ impl log::Host for CallState {
         &mut self,
         level: log::Level,
         message: String,
-        fields: Vec<(String, String)>,
+        pairs: Vec<(String, String)>,
     ) -> wasmtime::Result<()> {
+        let size = message.len() + pairs.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+        if !self.log_fits(size) {
+            return Ok(());
+        }
         let guest = &self.context.env.name;
-        let key = self
-            .context
-            .scope
-            .as_ref()
-            .map(|s| match &s.namespace {
-                Some(ns) => format!("{ns}/{}", s.name),
-                None => s.name.clone(),
-            })
-            .unwrap_or_default();
-        let fields = fields
+        let key = self.context.key();
+        let fields = pairs
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(" ");
-        match level {
-            log::Level::Trace => {
-                tracing::trace!(target: "guest", %guest, %key, %fields, "{message}")
-            }
-            log::Level::Debug => {
-                tracing::debug!(target: "guest", %guest, %key, %fields, "{message}")
-            }
-            log::Level::Info => tracing::info!(target: "guest", %guest, %key, %fields, "{message}"),
-            log::Level::Warn => tracing::warn!(target: "guest", %guest, %key, %fields, "{message}"),
-            log::Level::Error => {
-                tracing::error!(target: "guest", %guest, %key, %fields, "{message}")
+        let admitted = self
+            .context
+            .env
+            .output
+            .forward(guest, self.limits.log_lines_per_second);
+        if admitted {
+            match level {
+                log::Level::Trace => {
+                    tracing::trace!(target: "guest", %guest, %key, %fields, "{message}")
+                }
+                log::Level::Debug => {
+                    tracing::debug!(target: "guest", %guest, %key, %fields, "{message}")
+                }
+                log::Level::Info => {
+                    tracing::info!(target: "guest", %guest, %key, %fields, "{message}")
+                }
+                log::Level::Warn => {
+                    tracing::warn!(target: "guest", %guest, %key, %fields, "{message}")
+                }
+                log::Level::Error => {
+                    tracing::error!(target: "guest", %guest, %key, %fields, "{message}")
+                }
             }
         }
+        let line = crate::backend::LogLine {
+            level,
+            message,
+            fields: pairs,
+        };
+        self.context.env.backend.log(line);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture::FixtureBackend;
+    use crate::runtime::{Limits, Runtime};
+
+    const NAMESPACE: &str = "caps";
+
+    fn config_map() -> GroupVersionKind {
+        GroupVersionKind::gvk("", "v1", "ConfigMap")
+    }
+
+    /// A store for a reconcile of ConfigMap `caps/source` with 1 KiB caps on writes and logs.
+    fn store(runtime: &Runtime, backend: Arc<FixtureBackend>) -> wasmtime::Store<CallState> {
+        let declared = Declared {
+            primary: config_map(),
+            owns: Vec::new(),
+            watches: Vec::new(),
+        };
+        let env = GuestEnv::new(
+            "caps",
+            declared,
+            backend,
+            Duration::from_secs(5),
+            Permissions::new(None),
+        );
+        let context = CallContext {
+            env: Arc::new(env),
+            scope: Some(Scope {
+                kind: config_map(),
+                namespace: Some(NAMESPACE.into()),
+                name: "source".into(),
+                uid: Some("uid".into()),
+            }),
+        };
+        let limits = Limits {
+            write_bytes: 1024,
+            log_bytes: 1024,
+            ..Limits::default()
+        };
+        runtime.store(context, &limits)
+    }
+
+    /// The message of an `invalid` error.
+    fn invalid(result: wasmtime::Result<Result<String, types::Error>>) -> Option<String> {
+        match result.unwrap() {
+            Err(types::Error::Invalid(message)) => Some(message),
+            _ => None,
+        }
+    }
+
+    fn config_map_json(value: &str) -> String {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": "target" },
+            "data": { "value": value },
+        })
+        .to_string()
+    }
+
+    #[tokio::test]
+    async fn a_write_over_the_cap_is_invalid_and_not_sent() {
+        let runtime = Runtime::new().unwrap();
+        let backend = Arc::new(FixtureBackend::default());
+        let mut store = store(&runtime, backend.clone());
+        let state = store.data_mut();
+        let options = writes::ApplyOptions {
+            owned: false,
+            force: false,
+        };
+        let small = config_map_json("small");
+        let applied = writes::Host::apply(state, small, options).await;
+        assert!(applied.unwrap().is_ok());
+        let large = config_map_json(&"x".repeat(2048));
+        let expected = format!("object of {} bytes exceeds the limit of 1024", large.len());
+        let applied = writes::Host::apply(state, large.clone(), options).await;
+        assert_eq!(invalid(applied), Some(expected.clone()));
+        let applied = writes::Host::apply_status(state, large).await;
+        assert_eq!(invalid(applied), Some(expected));
+        let patch = serde_json::json!({ "data": { "value": "y".repeat(2048) } }).to_string();
+        let expected = format!("patch of {} bytes exceeds the limit of 1024", patch.len());
+        let patched = writes::Host::patch(
+            state,
+            types::Gvk {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+            },
+            None,
+            "target".into(),
+            writes::PatchType::Merge,
+            patch,
+        )
+        .await;
+        assert_eq!(invalid(patched), Some(expected));
+        assert_eq!(
+            backend.take_writes().len(),
+            1,
+            "only the small apply went out"
+        );
+    }
+
+    #[tokio::test]
+    async fn log_lines_beyond_the_budget_are_dropped_after_one_note() {
+        let runtime = Runtime::new().unwrap();
+        let backend = Arc::new(FixtureBackend::default());
+        let mut store = store(&runtime, backend.clone());
+        let state = store.data_mut();
+        for line in 0..50 {
+            let message = format!("line {line:02} {}", "-".repeat(80));
+            let fields = vec![("k".to_owned(), "v".to_owned())];
+            log::Host::log(state, log::Level::Info, message, fields)
+                .await
+                .unwrap();
+        }
+        let logs = backend.take_logs();
+        // Each line is 90 bytes of message and 2 of fields: eleven fit in 1024 bytes.
+        assert_eq!(logs.len(), 12, "{logs:?}");
+        assert!(logs[10].message.starts_with("line 10 "));
+        assert_eq!(logs[11].level, log::Level::Warn);
+        assert_eq!(
+            logs[11].message,
+            "log output truncated: more than 1024 bytes in one call"
+        );
     }
 }

@@ -1,22 +1,113 @@
 //! The `kubewasm` binary.
 
+use std::fmt::Display;
 use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kubewasm::cli::{Cli, Command, LogFormat};
+use kubewasm::compile_cache::CompileCache;
 use kubewasm::config::Config;
+use kubewasm::dispatch::Entry;
 use kubewasm::host::Host;
+use kubewasm::runtime::Runtime;
+use kubewasm::{check, render, scaffold};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
+/// `run` reports errors through anyhow; the guest author's commands print `error: ...` and exit
+/// with 1.
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
+    match cli.command {
+        Command::Run {
+            config,
+            kubeconfig,
+            compile_cache_dir,
+            no_compile_cache,
+            no_reload,
+        } => {
+            init_logs(cli.log_format);
+            let config = Config::load(&config)?;
+            let client = client(kubeconfig.as_deref()).await?;
+            let mut runtime = Runtime::new()?;
+            if !no_compile_cache
+                && let Some(dir) = compile_cache_dir.or_else(CompileCache::default_dir)
+            {
+                runtime = runtime.with_compile_cache(dir);
+            }
+            let host = Host::start(&config, client, runtime, !no_reload).await?;
+            let shutdown = CancellationToken::new();
+            tokio::spawn(stop_on_signal(shutdown.clone()));
+            host.run(shutdown).await;
+        }
+        Command::Check { module, config } => {
+            init_debug_logs();
+            let report = match check::check(&module, config.as_deref()).await {
+                Ok(report) => report,
+                Err(error) => return Ok(fail(error)),
+            };
+            print!("{report}");
+            if let Some(entry) = report.entry.filter(|_| !report.missing.is_empty()) {
+                return Ok(fail(format!(
+                    "the grants of modules[{}] in {} do not give {} what it needs (see missing)",
+                    entry.index,
+                    entry.config.display(),
+                    module.display()
+                )));
+            }
+        }
+        Command::Render {
+            module,
+            object,
+            cache,
+            finalize,
+        } => {
+            init_debug_logs();
+            let entry = if finalize {
+                Entry::Finalize
+            } else {
+                Entry::Reconcile
+            };
+            match render::render_files(&module, &object, &cache, entry).await {
+                Ok(rendered) => print!("{}", rendered.to_yaml()),
+                Err(error) => return Ok(fail(error)),
+            }
+        }
+        Command::New { name, dir, sdk } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            let sdk = sdk.unwrap_or_else(scaffold::default_sdk);
+            let files = match scaffold::create(&name, &dir, &sdk) {
+                Ok(files) => files,
+                Err(error) => return Ok(fail(error)),
+            };
+            println!("created the Rust guest crate {name} in {}:", dir.display());
+            for file in files {
+                println!("  {}", file.display());
+            }
+            println!(
+                "next: cd {} && cargo test && cargo build --release --target wasm32-wasip2",
+                dir.display()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn fail(error: impl Display) -> ExitCode {
+    eprintln!("error: {error}");
+    ExitCode::FAILURE
+}
+
+/// The host's logs, on stdout.
+fn init_logs(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    match cli.log_format {
+    match format {
         LogFormat::Text => tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_ansi(std::io::stdout().is_terminal())
@@ -26,17 +117,16 @@ async fn main() -> anyhow::Result<()> {
             .with_env_filter(filter)
             .init(),
     }
-    match cli.command {
-        Command::Run { config, kubeconfig } => {
-            let config = Config::load(&config)?;
-            let client = client(kubeconfig.as_deref()).await?;
-            let host = Host::start(&config, client).await?;
-            let shutdown = CancellationToken::new();
-            tokio::spawn(stop_on_signal(shutdown.clone()));
-            host.run(shutdown).await;
-        }
+}
+
+/// Logs on stderr, only when `RUST_LOG` asks for them: stdout is the command's output.
+fn init_debug_logs() {
+    if let Ok(filter) = EnvFilter::try_from_default_env() {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
     }
-    Ok(())
 }
 
 async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use kube::api::GroupVersionKind;
@@ -12,7 +12,7 @@ use crate::backend::{ApplyRequest, Backend, CallError, DeleteRequest, EventReque
 use crate::bindings::{ControllerPre, GUEST_INTERFACE, types};
 use crate::imports::{CallContext, Declared, GuestEnv, to_gvk};
 use crate::permissions::Permissions;
-use crate::runtime::{CallState, Limits, Runtime};
+use crate::runtime::{CallState, Compiled, Limits, Runtime};
 use crate::selector::LabelSelector;
 
 /// Why a module could not be loaded. The previous version of a guest, if any, keeps running.
@@ -134,6 +134,10 @@ pub struct Module {
     pub path: PathBuf,
     /// SHA-256 of its bytes, hex.
     pub digest: String,
+    /// When it was loaded.
+    pub loaded_at: SystemTime,
+    /// Whether the compiled code came from the compile cache.
+    pub from_cache: bool,
     /// What it declares.
     pub metadata: Metadata,
     /// The pre-linked component.
@@ -152,14 +156,26 @@ pub async fn load(
             path: path.to_owned(),
             source,
         })?;
+    // The compiler would also read WebAssembly text, and report anything else as bad text.
+    if !bytes.starts_with(b"\0asm") {
+        return Err(LoadError::Compile {
+            path: path.to_owned(),
+            message: "not a WebAssembly binary: it does not start with the magic bytes \\0asm"
+                .into(),
+        });
+    }
     let digest = sha256_hex(&bytes);
     let compiled = {
         let runtime = runtime.clone();
-        tokio::task::spawn_blocking(move || runtime.compile(&bytes))
+        let digest = digest.clone();
+        tokio::task::spawn_blocking(move || runtime.compile(&bytes, &digest))
             .await
             .expect("compilation does not panic")
     };
-    let component = compiled.map_err(|e| LoadError::Compile {
+    let Compiled {
+        component,
+        cached: from_cache,
+    } = compiled.map_err(|e| LoadError::Compile {
         path: path.to_owned(),
         message: format!("{e:#}"),
     })?;
@@ -185,6 +201,8 @@ pub async fn load(
     Ok(Arc::new(Module {
         path: path.to_owned(),
         digest,
+        loaded_at: SystemTime::now(),
+        from_cache,
         metadata,
         pre,
     }))
@@ -276,7 +294,8 @@ fn selection(selection: types::Selection) -> Result<Selection, String> {
     })
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+/// SHA-256 of `bytes`, lowercase hex: the digest modules are known and cached by.
+pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes)
         .iter()

@@ -136,6 +136,7 @@ impl Informer {
 impl Drop for Informer {
     fn drop(&mut self) {
         self.task.abort();
+        tracing::debug!(kind = ?self.key.kind, namespace = ?self.key.namespace, selector = ?self.key.selector, "informer stopped: no guest needs it");
     }
 }
 
@@ -254,6 +255,7 @@ impl Informers {
                 task: task.abort_handle(),
             }
         });
+        tracing::debug!(kind = ?key.kind, namespace = ?key.namespace, selector = ?key.selector, "informer started");
         running.insert(key, Arc::downgrade(&informer));
         informer
     }

@@ -207,24 +207,45 @@ fn cargo(args: &[&str]) {
 }
 
 /// Builds the guest crate `package` for `wasm32-wasip2` (once per test process) and returns
-/// the component's path.
+/// the path of a copy of the component that no later build overwrites.
 pub fn guest_wasm(package: &str) -> PathBuf {
-    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    guest_wasm_with(package, &[])
+}
+
+/// Like [`guest_wasm`], with cargo `features` enabled.
+pub fn guest_wasm_with(package: &str, features: &[&str]) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
     let mut built = BUILT.lock().expect("build lock");
-    if !built.iter().any(|p| p == package) {
-        cargo(&[
+    let mut name = package.to_owned();
+    for feature in features {
+        name = format!("{name}-{feature}");
+    }
+    let copy = target_dir()
+        .join("kubewasm-test-guests")
+        .join(format!("{}-{name}.wasm", std::process::id()));
+    if !built.contains(&copy) {
+        let mut args = vec![
             "build",
             "--release",
             "--target",
             "wasm32-wasip2",
             "-p",
             package,
-        ]);
-        built.push(package.to_owned());
+        ];
+        let features = features.join(",");
+        if !features.is_empty() {
+            args.extend(["--features", &features]);
+        }
+        cargo(&args);
+        let output = target_dir()
+            .join("wasm32-wasip2/release")
+            .join(format!("{}.wasm", package.replace('-', "_")));
+        std::fs::create_dir_all(copy.parent().expect("a folder"))
+            .and_then(|()| std::fs::copy(&output, &copy))
+            .unwrap_or_else(|error| panic!("copying {}: {error}", output.display()));
+        built.push(copy.clone());
     }
-    target_dir()
-        .join("wasm32-wasip2/release")
-        .join(format!("{}.wasm", package.replace('-', "_")))
+    copy
 }
 
 /// A host configuration running the guest crate `package` for the objects of `namespace`.
@@ -256,6 +277,11 @@ impl HostProcess {
     /// Starts the host with `config` (YAML) against the test control plane. Its log is written
     /// next to the config, in a folder named after `name`.
     pub fn start(name: &str, config: &str) -> Result<Self> {
+        Self::start_with(name, config, &[])
+    }
+
+    /// Like [`HostProcess::start`], with more arguments to `kubewasm run`.
+    pub fn start_with(name: &str, config: &str, args: &[&str]) -> Result<Self> {
         let dir = std::env::temp_dir().join(format!("kubewasm-host-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let config_path = dir.join("config.yaml");
@@ -268,6 +294,7 @@ impl HostProcess {
             .arg(&config_path)
             .arg("--kubeconfig")
             .arg(control_plane().kubeconfig())
+            .args(args)
             .env("RUST_LOG", "info,kubewasm=debug")
             .stdin(Stdio::null())
             .stdout(output.try_clone()?)

@@ -1,12 +1,25 @@
 //! Test fixture: for every ConfigMap labelled `kubewasm.dev/fixture=mirror`, keeps an owned
 //! ConfigMap `<name>-mirror` whose `data.value` equals the source's.
 //!
+//! The mirror also carries `data.version`: `v1`, or `v2` and `v3` when built with those
+//! features, so tests can tell which build reconciled; `v3` also declares a higher concurrency,
+//! a different declaration.
+//!
 //! The apply does not force conflicts, so while another field manager owns `data.value` of the
 //! mirror the API server answers 409 Conflict, and the reconcile fails as a transient error.
 
 use kubewasm_guest::apply;
 use kubewasm_guest::prelude::*;
 use serde_json::json;
+
+/// Which build this is.
+const VERSION: &str = if cfg!(feature = "v3") {
+    "v3"
+} else if cfg!(feature = "v2") {
+    "v2"
+} else {
+    "v1"
+};
 
 /// The fixture controller.
 pub struct Mirror;
@@ -19,6 +32,7 @@ impl Controller for Mirror {
             Selection::new(config_map.clone()).with_label_selector("kubewasm.dev/fixture=mirror"),
         )
         .owns(config_map)
+        .max_concurrency(if cfg!(feature = "v3") { 2 } else { 1 })
     }
 
     fn reconcile(req: Request) -> Result<Action, ReconcileError> {
@@ -30,7 +44,7 @@ impl Controller for Mirror {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": { "name": format!("{}-mirror", req.name()) },
-            "data": { "value": value },
+            "data": { "value": value, "version": VERSION },
         });
         let options = ApplyOptions {
             owned: true,

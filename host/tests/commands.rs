@@ -1,0 +1,533 @@
+//! The guest author's commands, run as the `kubewasm` binary without a cluster: `check` and
+//! `render` on valid and broken modules, and `new`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use kubewasm_testkit::build;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the host crate is inside the workspace")
+        .to_owned()
+}
+
+fn podset() -> PathBuf {
+    build(workspace().join("examples/podset/rust"))
+}
+
+fn website() -> PathBuf {
+    build(workspace().join("examples/website/rust"))
+}
+
+/// A fresh, empty folder for one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kubewasm-commands-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, file: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+    let path = dir.join(file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+/// What `kubewasm ARGS` printed: exit success, stdout, stderr.
+struct Run {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn kubewasm<I, S>(args: I) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("running kubewasm");
+    Run {
+        ok: status.success(),
+        stdout: String::from_utf8(stdout).unwrap(),
+        stderr: String::from_utf8(stderr).unwrap(),
+    }
+}
+
+fn assert_contains(text: &str, expected: &[&str]) {
+    for line in expected {
+        assert!(text.contains(line), "{line:?} not in:\n{text}");
+    }
+}
+
+/// `kubewasm check MODULE` fails with an error naming what is wrong, and prints nothing else.
+fn assert_refused(module: &Path, expected: &[&str]) {
+    let run = kubewasm([Path::new("check"), module]);
+    assert!(!run.ok, "{} passed:\n{}", module.display(), run.stdout);
+    assert_eq!(run.stdout, "");
+    assert!(run.stderr.starts_with("error: "), "{}", run.stderr);
+    assert_contains(&run.stderr, expected);
+}
+
+#[test]
+fn check_prints_what_a_module_declares_and_needs() {
+    let run = kubewasm([Path::new("check"), &podset()]);
+    assert!(run.ok, "{}", run.stderr);
+    assert_contains(
+        &run.stdout,
+        &[
+            "contract    kubewasm:controller/guest@0.1.0\n",
+            "name        podset\n",
+            "primary     kubewasm.dev/v1alpha1 PodSet in all namespaces\n",
+            "owns        v1 Pod\n",
+            "watches     v1 Pod in all namespaces, mapped by the guest's map-keys\n",
+            "finalizer   none\n",
+            "concurrency 4\n",
+            "resync      none\n",
+            "needs       get,list,watch podsets (kubewasm.dev) in all namespaces\n\
+             \x20           get,list,watch pods (core) in all namespaces\n",
+        ],
+    );
+    assert!(!run.stdout.contains("granted") && !run.stdout.contains("missing"));
+
+    let run = kubewasm([Path::new("check"), &website()]);
+    assert!(run.ok, "{}", run.stderr);
+    assert_contains(
+        &run.stdout,
+        &[
+            "owns        apps/v1 Deployment\n            v1 ConfigMap\n            v1 Service\n",
+            "watches     none\n",
+            "finalizer   kubewasm.dev/website-index\n",
+            "needs       get,list,watch,patch websites (kubewasm.dev) in all namespaces\n",
+        ],
+    );
+}
+
+#[test]
+fn check_refuses_what_the_host_would_not_load() {
+    let dir = scratch("check-refuses");
+    assert_refused(&dir.join("missing.wasm"), &["reading", "missing.wasm"]);
+    let text = write(&dir, "text.wasm", "not a component\n");
+    assert_refused(&text, &["is not a valid WebAssembly component"]);
+    let core = write(&dir, "core.wasm", b"\0asm\x01\0\0\0");
+    assert_refused(
+        &core,
+        &["is not a valid WebAssembly component", "a wasm module"],
+    );
+    let bytes = std::fs::read(podset()).unwrap();
+    let truncated = write(&dir, "truncated.wasm", &bytes[..bytes.len() / 2]);
+    assert_refused(
+        &truncated,
+        &["truncated.wasm is not a valid WebAssembly component"],
+    );
+    let empty = write(&dir, "empty.wasm", b"\0asm\x0d\0\x01\0");
+    assert_refused(
+        &empty,
+        &[
+            "does not match the `kubewasm:controller` world",
+            "kubewasm:controller/guest@0.1.0",
+            "the component exports nothing",
+        ],
+    );
+    let other_world = build(workspace().join("host/tests/guests/other-world"));
+    assert_refused(
+        &other_world,
+        &[
+            "does not match the `kubewasm:controller` world",
+            "the component exports kubewasm:controller/guest@0.2.0",
+        ],
+    );
+}
+
+#[test]
+fn check_compares_the_grants_of_the_module_entry() {
+    let dir = scratch("check-grants");
+    let podset = podset();
+    let check =
+        |config: &Path| kubewasm([Path::new("check"), &podset, "--config".as_ref(), config]);
+
+    let narrow = write(
+        &dir,
+        "narrow.yaml",
+        format!(
+            "modules:
+  - path: {}
+    namespaces: [team-a]
+    grants:
+      - apiGroups: [kubewasm.dev]
+        resources: [podsets]
+        verbs: ['*']
+",
+            podset.display()
+        ),
+    );
+    let run = check(&narrow);
+    assert!(!run.ok);
+    assert_contains(
+        &run.stdout,
+        &[
+            &format!(
+                "config      {}, modules[0], matched by path\n",
+                narrow.display()
+            ),
+            "namespaces  team-a\n",
+            "grants      1 rule\n",
+            "needs       get,list,watch podsets (kubewasm.dev) in namespace team-a\n",
+            "missing     get,list,watch pods (core) in namespace team-a\n\
+             \x20           get,list,watch pods (core) in all namespaces\n",
+        ],
+    );
+    assert_contains(
+        &run.stderr,
+        &["error: the grants of modules[0]", "do not give"],
+    );
+
+    let wide = write(
+        &dir,
+        "wide.yaml",
+        "modules:
+  - path: elsewhere/podset.wasm
+    grants:
+      - apiGroups: ['', kubewasm.dev]
+        resources: ['*']
+        verbs: [get, list, watch]
+",
+    );
+    let run = check(&wide);
+    assert!(run.ok, "{}", run.stderr);
+    assert_contains(
+        &run.stdout,
+        &[
+            "modules[0], matched by name\n",
+            "namespaces  as declared\n",
+            "granted     everything it needs\n",
+        ],
+    );
+
+    let open = write(
+        &dir,
+        "open.yaml",
+        "modules:\n  - path: a.wasm\n  - path: b.wasm\n    name: podset\n",
+    );
+    let run = check(&open);
+    assert!(run.ok, "{}", run.stderr);
+    assert_contains(
+        &run.stdout,
+        &[
+            "modules[1], matched by name\n",
+            "grants      none configured: every declared kind is allowed\n",
+            "granted     everything it needs\n",
+        ],
+    );
+
+    let unrelated = write(&dir, "unrelated.yaml", "modules:\n  - path: other.wasm\n");
+    let run = check(&unrelated);
+    assert!(!run.ok);
+    assert_contains(&run.stderr, &["has no module with path", "or named podset"]);
+}
+
+const PODSET: &str = "apiVersion: kubewasm.dev/v1alpha1
+kind: PodSet
+metadata:
+  name: web
+  namespace: shop
+  uid: podset-uid
+spec:
+  replicas: 3
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+        - name: web
+          image: registry.k8s.io/pause:3.10
+";
+
+#[test]
+fn render_prints_the_writes_of_the_podset_sample_the_same_every_time() {
+    let podset = podset();
+    let sample = workspace().join("examples/podset/samples/podset.yaml");
+    let render = || kubewasm([Path::new("render"), &podset, "--object".as_ref(), &sample]);
+    let first = render();
+    assert!(first.ok, "{}", first.stderr);
+    assert_eq!(first.stderr, "");
+    let second = render();
+    assert_eq!(first.stdout, second.stdout, "render is deterministic");
+
+    let yaml = &first.stdout;
+    assert!(
+        yaml.starts_with("writes:\n- apply:\n    force: true\n"),
+        "{yaml}"
+    );
+    assert_eq!(yaml.matches("- apply:").count(), 3, "{yaml}");
+    assert_eq!(yaml.matches("reason: SuccessfulCreate").count(), 3);
+    assert_eq!(yaml.matches("- applyStatus:").count(), 1);
+    assert_contains(
+        yaml,
+        &[
+            "        ownerReferences:\n\
+             \x20       - apiVersion: kubewasm.dev/v1alpha1\n\
+             \x20         blockOwnerDeletion: true\n\
+             \x20         controller: true\n\
+             \x20         kind: PodSet\n\
+             \x20         name: pause\n",
+            "        name: pause-",
+            "        - image: registry.k8s.io/pause:3.10\n",
+            "      status:\n        readyReplicas: 0\n        replicas: 3\n        selector: app=pause\n",
+            "logs: []\nresult:\n  outcome: done\n",
+        ],
+    );
+}
+
+#[test]
+fn render_reads_the_cache_from_files_and_folders() {
+    let dir = scratch("render-cache");
+    let object = write(&dir, "podset.yaml", PODSET);
+    write(
+        &dir,
+        "cluster/orphan.yaml",
+        "apiVersion: v1
+kind: Pod
+metadata: {name: orphan, namespace: shop, resourceVersion: '4', labels: {app: web}}
+---
+",
+    );
+    write(
+        &dir,
+        "cluster/owned.json",
+        r#"{"apiVersion": "v1", "kind": "List", "items": [
+             {"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": "web-owned", "namespace": "shop", "labels": {"app": "web"},
+                           "managedFields": [{"manager": "kubectl"}],
+                           "ownerReferences": [{"apiVersion": "kubewasm.dev/v1alpha1",
+                             "kind": "PodSet", "name": "web", "uid": "podset-uid",
+                             "controller": true}]}}]}"#,
+    );
+    write(&dir, "cluster/ignored.txt", "not an object");
+    let run = kubewasm([
+        Path::new("render"),
+        &podset(),
+        "--object".as_ref(),
+        &object,
+        "--cache".as_ref(),
+        &dir.join("cluster"),
+    ]);
+    assert!(run.ok, "{}", run.stderr);
+    let yaml = &run.stdout;
+    assert!(yaml.starts_with("writes:\n- patch:\n"), "{yaml}");
+    assert_contains(
+        yaml,
+        &[
+            "    apiVersion: v1\n    kind: Pod\n    namespace: shop\n    name: orphan\n    type: json\n",
+            "      path: /metadata/ownerReferences\n",
+            "- level: info\n  message: adopted pod\n  fields:\n    pod: orphan\n",
+            "        replicas: 3\n",
+        ],
+    );
+    assert_eq!(
+        yaml.matches("- apply:").count(),
+        1,
+        "one pod is missing: {yaml}"
+    );
+    assert!(!yaml.contains("managedFields"));
+}
+
+#[test]
+fn render_shows_the_finalize_path_and_guest_failures() {
+    let dir = scratch("render-results");
+    let deleting = write(
+        &dir,
+        "website.yaml",
+        "apiVersion: kubewasm.dev/v1alpha1
+kind: Website
+metadata:
+  name: blog
+  namespace: web
+  deletionTimestamp: '2026-01-01T00:00:00Z'
+  finalizers: [kubewasm.dev/website-index]
+",
+    );
+    let index = write(
+        &dir,
+        "index.yaml",
+        "apiVersion: v1
+kind: ConfigMap
+metadata: {name: website-index, namespace: web}
+data: {blog: 'http://blog.web.svc:80'}
+",
+    );
+    let run = kubewasm([
+        Path::new("render"),
+        &website(),
+        "--object".as_ref(),
+        &deleting,
+        "--cache".as_ref(),
+        &index,
+        "--finalize".as_ref(),
+    ]);
+    assert!(run.ok, "{}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        "writes:
+- patch:
+    apiVersion: v1
+    kind: ConfigMap
+    namespace: web
+    name: website-index
+    type: merge
+    patch:
+      data:
+        blog: null
+logs: []
+result:
+  outcome: done
+"
+    );
+
+    let invalid = write(
+        &dir,
+        "invalid.yaml",
+        PODSET.replace("      app: web\n  template", "      app: db\n  template"),
+    );
+    let run = kubewasm([
+        Path::new("render"),
+        &podset(),
+        "--object".as_ref(),
+        &invalid,
+    ]);
+    assert!(run.ok, "a failing guest is rendered: {}", run.stderr);
+    assert_contains(
+        &run.stdout,
+        &[
+            "        reason: InvalidSpec\n",
+            "result:\n  outcome: permanent-error\n  message: ",
+        ],
+    );
+}
+
+#[test]
+fn render_refuses_what_the_host_would_never_run() {
+    let dir = scratch("render-refuses");
+    let podset = podset();
+    let object = write(&dir, "podset.yaml", PODSET);
+    let render = |module: &Path, object: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "render".into(),
+            module.as_os_str().to_owned(),
+            "--object".into(),
+            object.as_os_str().to_owned(),
+        ];
+        args.extend(extra.iter().map(Into::into));
+        let run = kubewasm(args);
+        assert!(!run.ok, "{}", run.stdout);
+        assert_eq!(run.stdout, "");
+        run.stderr
+    };
+
+    let stderr = render(&podset, &object, &["--finalize"]);
+    assert_contains(&stderr, &["module podset declares no finalizer"]);
+    let pod = write(
+        &dir,
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: shop}\n",
+    );
+    let stderr = render(&podset, &pod, &[]);
+    assert_contains(
+        &stderr,
+        &["the host never calls podset with this object: it is a v1 Pod"],
+    );
+    let two = write(&dir, "two.yaml", format!("{PODSET}---\n{PODSET}"));
+    assert_contains(&render(&podset, &two, &[]), &["holds 2 objects"]);
+    let nameless = write(&dir, "nameless.yaml", "apiVersion: v1\nkind: Pod\n");
+    assert_contains(
+        &render(&podset, &nameless, &[]),
+        &["nameless.yaml, document 1: no metadata.name"],
+    );
+    let broken = write(&dir, "broken.yaml", "kind: [\n");
+    assert_contains(&render(&podset, &broken, &[]), &["broken.yaml"]);
+    let stderr = render(&podset, &object, &["--cache", "missing-folder"]);
+    assert_contains(&stderr, &["reading missing-folder"]);
+    let truncated = write(
+        &dir,
+        "truncated.wasm",
+        &std::fs::read(&podset).unwrap()[..4096],
+    );
+    assert_contains(
+        &render(&truncated, &object, &[]),
+        &["is not a valid WebAssembly component"],
+    );
+}
+
+#[test]
+fn new_creates_a_guest_crate_named_after_the_controller() {
+    let dir = scratch("new");
+    let target = dir.join("hello");
+    let run = kubewasm([
+        Path::new("new"),
+        "hello-world".as_ref(),
+        "--dir".as_ref(),
+        &target,
+    ]);
+    assert!(run.ok, "{}", run.stderr);
+    assert_contains(&run.stdout, &["created the Rust guest crate hello-world"]);
+    let manifest = std::fs::read_to_string(target.join("Cargo.toml")).unwrap();
+    assert_contains(&manifest, &["name = \"hello-world\"\n", "[workspace]\n"]);
+    let sdk = manifest
+        .lines()
+        .find_map(|line| line.strip_prefix("kubewasm-guest = { path = \""))
+        .and_then(|rest| rest.strip_suffix("\" }"))
+        .unwrap();
+    assert_eq!(
+        target.join(sdk).canonicalize().unwrap(),
+        workspace().join("guests/rust").canonicalize().unwrap()
+    );
+    let lib = std::fs::read_to_string(target.join("src/lib.rs")).unwrap();
+    assert_contains(&lib, &["impl Controller for HelloWorld", "\"hello-world\""]);
+    for file in ["tests/reconcile.rs", "README.md", ".gitignore"] {
+        assert!(target.join(file).is_file(), "{file}");
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let metadata = Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--offline",
+            "--format-version",
+            "1",
+        ])
+        .arg("--manifest-path")
+        .arg(target.join("Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        metadata.status.success(),
+        "{}",
+        String::from_utf8_lossy(&metadata.stderr)
+    );
+
+    let again = kubewasm([
+        Path::new("new"),
+        "hello-world".as_ref(),
+        "--dir".as_ref(),
+        &target,
+    ]);
+    assert!(!again.ok);
+    assert_contains(&again.stderr, &["already exists and is not empty"]);
+    let bad = kubewasm(["new", "Hello_World"]);
+    assert!(!bad.ok);
+    assert_contains(&bad.stderr, &["\"Hello_World\" is not a valid name"]);
+}

@@ -1,0 +1,284 @@
+//! Hot reload: a changed module is swapped in (in place, or by restarting its controller when
+//! its declaration changed) and every key reconciled again; an invalid one is rejected while the
+//! previous version keeps running; a removed file unloads the guest; the layout of a ConfigMap
+//! volume is followed; compiled modules are reused across restarts; and no reconcile is lost
+//! while modules are swapped under load.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use kubewasm_tests::{HostProcess, control_plane, eventually, guest_wasm_with, with_host};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn build(version: &str) -> PathBuf {
+    match version {
+        "v1" => guest_wasm_with("mirror", &[]),
+        other => guest_wasm_with("mirror", &[other]),
+    }
+}
+
+/// Replaces `path` with the `version` build in one rename, as deployment tools do.
+fn install(path: &Path, version: &str) -> Result<()> {
+    let staged = path.with_extension("staged");
+    std::fs::copy(build(version), &staged)?;
+    std::fs::rename(&staged, path)?;
+    Ok(())
+}
+
+/// A folder of its own for one test's module files.
+fn module_dir(name: &str) -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("kubewasm-reload-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn config(path: &Path, namespace: &str) -> String {
+    format!(
+        "modules:\n  - path: {}\n    namespaces: [{namespace}]\n",
+        path.display()
+    )
+}
+
+/// Creates or updates the source ConfigMap `name` with `value`.
+async fn source(config_maps: &Api<ConfigMap>, name: &str, value: &str) -> Result<()> {
+    let object = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": name, "labels": { "kubewasm.dev/fixture": "mirror" } },
+        "data": { "value": value },
+    });
+    config_maps
+        .patch(name, &PatchParams::apply("tests"), &Patch::Apply(&object))
+        .await?;
+    Ok(())
+}
+
+/// Waits until every source named in `names` is mirrored with `value` by `version`.
+async fn mirrored(
+    config_maps: &Api<ConfigMap>,
+    names: &[String],
+    value: impl Fn(&str) -> String,
+    version: &str,
+) -> Result<()> {
+    eventually(
+        &format!("{} mirrors by {version}", names.len()),
+        WAIT,
+        || async {
+            let mirrors = config_maps.list(&ListParams::default()).await?.items;
+            let done = names.iter().all(|name| {
+                mirrors.iter().any(|m| {
+                    m.metadata.name.as_deref() == Some(&format!("{name}-mirror"))
+                        && m.data.as_ref().is_some_and(|d| {
+                            d.get("value") == Some(&value(name))
+                                && d.get("version").map(String::as_str) == Some(version)
+                        })
+                })
+            });
+            Ok(done.then_some(()))
+        },
+    )
+    .await
+}
+
+async fn log_says(host: &HostProcess, what: &str, times: usize) -> Result<()> {
+    eventually(
+        &format!("the log to say {what:?} {times} time(s)"),
+        WAIT,
+        || async { Ok((host.log().matches(what).count() >= times).then_some(())) },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn changed_invalid_and_removed_modules() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("reload").await?;
+    let dir = module_dir("files")?;
+    let module = dir.join("mirror.wasm");
+    install(&module, "v1")?;
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
+    with_host(ns.name(), &config(&module, ns.name()), async |host| {
+        let names: Vec<String> = (0..5).map(|i| format!("s{i}")).collect();
+        for name in &names {
+            source(&config_maps, name, name).await?;
+        }
+        let same = |name: &str| name.to_owned();
+        mirrored(&config_maps, &names, same, "v1").await?;
+
+        // New code, same declaration: swapped in place; every key is reconciled again although
+        // no object changed.
+        install(&module, "v2")?;
+        log_says(host, "module swapped in place", 1).await?;
+        mirrored(&config_maps, &names, same, "v2").await?;
+
+        // A new declaration: the controller is restarted on it.
+        install(&module, "v3")?;
+        log_says(host, "module replaced with a new declaration", 1).await?;
+        mirrored(&config_maps, &names, same, "v3").await?;
+
+        // A truncated module is rejected and v3 keeps reconciling.
+        let bytes = std::fs::read(build("v2"))?;
+        std::fs::write(&module, &bytes[..bytes.len() / 2])?;
+        log_says(
+            host,
+            "module change rejected; the previous version keeps running",
+            1,
+        )
+        .await?;
+        let more = vec!["after-rejection".to_owned()];
+        source(&config_maps, &more[0], "x").await?;
+        mirrored(&config_maps, &more, |_| "x".into(), "v3").await?;
+
+        // Removing the file unloads the guest; restoring it loads it again, and the source
+        // created in between is reconciled then.
+        std::fs::remove_file(&module)?;
+        log_says(host, "module file removed; unloading the guest", 1).await?;
+        // Its two informers (labelled ConfigMaps, and owned ConfigMaps) are no longer needed.
+        log_says(host, "informer stopped: no guest needs it", 2).await?;
+        let orphan = vec!["while-removed".to_owned()];
+        source(&config_maps, &orphan[0], "y").await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        ensure!(
+            config_maps.get_opt("while-removed-mirror").await?.is_none(),
+            "an unloaded guest reconciles nothing"
+        );
+        install(&module, "v1")?;
+        mirrored(&config_maps, &orphan, |_| "y".into(), "v1").await?;
+        mirrored(&config_maps, &names, same, "v1").await?;
+        Ok(())
+    })
+    .await
+}
+
+/// The layout kubelet gives a ConfigMap volume: `mirror.wasm -> ..data/mirror.wasm`,
+/// `..data -> ..<timestamp>`, updated by swapping `..data` in one rename.
+struct ConfigMapVolume {
+    dir: PathBuf,
+    generation: u32,
+}
+
+impl ConfigMapVolume {
+    fn new(dir: PathBuf, version: &str) -> Result<Self> {
+        let mut volume = Self { dir, generation: 0 };
+        volume.update(version)?;
+        std::os::unix::fs::symlink("..data/mirror.wasm", volume.dir.join("mirror.wasm"))?;
+        Ok(volume)
+    }
+
+    fn update(&mut self, version: &str) -> Result<()> {
+        let old = format!("..gen_{}", self.generation);
+        self.generation += 1;
+        let new = format!("..gen_{}", self.generation);
+        std::fs::create_dir(self.dir.join(&new))?;
+        std::fs::copy(build(version), self.dir.join(&new).join("mirror.wasm"))?;
+        let staged = self.dir.join("..data_tmp");
+        std::os::unix::fs::symlink(&new, &staged)?;
+        std::fs::rename(&staged, self.dir.join("..data"))?;
+        let _ = std::fs::remove_dir_all(self.dir.join(old));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_configmap_volume_update_is_followed() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("volume").await?;
+    let mut volume = ConfigMapVolume::new(module_dir("volume")?, "v1")?;
+    let module = volume.dir.join("mirror.wasm");
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
+    with_host(ns.name(), &config(&module, ns.name()), async |host| {
+        let names = vec!["page".to_owned()];
+        source(&config_maps, "page", "p").await?;
+        mirrored(&config_maps, &names, |_| "p".into(), "v1").await?;
+        volume.update("v2")?;
+        log_says(host, "module swapped in place", 1).await?;
+        mirrored(&config_maps, &names, |_| "p".into(), "v2").await?;
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_restart_reads_compiled_modules_from_the_cache() -> Result<()> {
+    let plane = control_plane();
+    let ns = plane.namespace("cache").await?;
+    let dir = module_dir("cache")?;
+    let module = dir.join("mirror.wasm");
+    install(&module, "v1")?;
+    let cache = dir.join("compiled");
+    let cache_arg = cache.to_str().context("a UTF-8 path")?;
+    let args = ["--compile-cache-dir", cache_arg];
+    for (run, from_cache) in [("first", false), ("second", true)] {
+        let host = HostProcess::start_with(
+            &format!("{}-{run}", ns.name()),
+            &config(&module, ns.name()),
+            &args,
+        )?;
+        let expected = format!("from_cache={from_cache}");
+        let loaded = eventually("the module to load", WAIT, || async {
+            let log = host.log();
+            Ok(log
+                .lines()
+                .find(|l| l.contains("module loaded"))
+                .map(str::to_owned))
+        })
+        .await?;
+        ensure!(loaded.contains(&expected), "{run} start: {loaded}");
+        ensure!(host.stop()?, "the host exits cleanly on SIGTERM");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn no_reconcile_is_lost_while_modules_are_swapped_under_load() -> Result<()> {
+    const SOURCES: usize = 30;
+    const ROUNDS: usize = 6;
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("churn").await?;
+    let dir = module_dir("churn")?;
+    let module = dir.join("mirror.wasm");
+    install(&module, "v1")?;
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
+    let names: Vec<String> = (0..SOURCES).map(|i| format!("c{i}")).collect();
+    with_host(ns.name(), &config(&module, ns.name()), async |host| {
+        // The host is running (and watching) once the first version has converged.
+        for name in &names {
+            source(&config_maps, name, "initial").await?;
+        }
+        mirrored(&config_maps, &names, |_| "initial".into(), "v1").await?;
+        for round in 0..ROUNDS {
+            let version = if round.is_multiple_of(2) { "v2" } else { "v1" };
+            // Every source changes while the module is being replaced.
+            let updates = async {
+                for name in &names {
+                    source(&config_maps, name, &format!("{name}-{round}")).await?;
+                }
+                anyhow::Ok(())
+            };
+            let (updated, installed) = tokio::join!(updates, async { install(&module, version) });
+            updated?;
+            installed?;
+            log_says(host, "module swapped in place", round + 1).await?;
+        }
+        let last = ROUNDS - 1;
+        let version = if last.is_multiple_of(2) { "v2" } else { "v1" };
+        mirrored(
+            &config_maps,
+            &names,
+            |name| format!("{name}-{last}"),
+            version,
+        )
+        .await?;
+        Ok(())
+    })
+    .await
+}
