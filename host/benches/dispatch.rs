@@ -160,6 +160,57 @@ async fn run(wasm: &Path, backend: Arc<FixtureBackend>) {
     );
     println!();
     report(samples);
+    epoch_cost(wasm, &bench).await;
+}
+
+/// What epoch interruption costs a reconcile: path (b) on the host's engine against the same
+/// path on an engine without epochs (no deadline checks compiled into the guest's code),
+/// alternated so both see the same conditions.
+async fn epoch_cost(wasm: &Path, with_epochs: &Bench) {
+    let runtime = Runtime::without_deadlines().expect("a WebAssembly runtime");
+    let module = module::load(&runtime, wasm, &with_epochs.limits)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let without_epochs = Bench {
+        runtime,
+        module,
+        env: with_epochs.env.clone(),
+        backend: with_epochs.backend.clone(),
+        limits: with_epochs.limits,
+        scope: with_epochs.scope.clone(),
+        request: with_epochs.request.clone(),
+    };
+    let mut with = Vec::new();
+    let mut without = Vec::new();
+    let start = Instant::now();
+    let mut round = 0usize;
+    while start.elapsed() < BUDGET / 3 {
+        let first_with = round.is_multiple_of(2);
+        for epochs in [first_with, !first_with] {
+            if epochs {
+                with.push(with_epochs.reconcile(StoreKind::Bare).await);
+            } else {
+                without.push(without_epochs.reconcile(StoreKind::Bare).await);
+            }
+        }
+        round += 1;
+    }
+    with.sort();
+    without.sort();
+    let (with_median, without_median) = (percentile(&with, 0.5), percentile(&without, 0.5));
+    println!();
+    println!("epoch interruption, path (b), {} rounds:", with.len());
+    println!("{:<46} {:>10.1}", "  median µs with epochs", with_median);
+    println!(
+        "{:<46} {:>10.1}",
+        "  median µs without epochs", without_median
+    );
+    println!(
+        "{:<46} {:>10.1} ({:.2}x)",
+        "  cost of epochs",
+        with_median - without_median,
+        with_median / without_median
+    );
 }
 
 /// Which of the runtime's stores a path uses.

@@ -1,6 +1,8 @@
 //! The `kubewasm` command line.
 
+use std::net::{AddrParseError, SocketAddr};
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -39,6 +41,14 @@ pub enum Command {
         /// Does not watch module files: a changed module is picked up only by a restart.
         #[arg(long)]
         no_reload: bool,
+        /// Where /metrics and /status are served: HOST:PORT, :PORT for every interface, or 0
+        /// to serve neither.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        metrics_bind_address: BindAddress,
+        /// Where /healthz and /readyz are served: HOST:PORT, :PORT for every interface, or 0
+        /// to serve neither. May equal --metrics-bind-address.
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        health_probe_bind_address: BindAddress,
     },
     /// Checks that a module loads as the host loads it (a component of the supported contract
     /// version with a valid declaration), prints what it declares and the permissions it needs
@@ -88,4 +98,62 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+/// An address to listen on, or none (`0`). `:PORT` means every IPv4 interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BindAddress(pub Option<SocketAddr>);
+
+impl FromStr for BindAddress {
+    type Err = AddrParseError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text == "0" {
+            return Ok(Self(None));
+        }
+        let address = match text.strip_prefix(':') {
+            Some(port) => format!("0.0.0.0:{port}").parse(),
+            None => text.parse(),
+        };
+        address.map(|a| Self(Some(a)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bind_addresses_follow_controller_runtime() {
+        let parse = |text: &str| {
+            text.parse::<BindAddress>()
+                .map(|a| a.0.map(|a| a.to_string()))
+        };
+        assert_eq!(parse("0"), Ok(None));
+        assert_eq!(parse(":8080"), Ok(Some("0.0.0.0:8080".into())));
+        assert_eq!(parse("127.0.0.1:9"), Ok(Some("127.0.0.1:9".into())));
+        assert_eq!(parse("[::1]:9"), Ok(Some("[::1]:9".into())));
+        assert!(parse("localhost").is_err());
+    }
+
+    #[test]
+    fn run_serves_on_the_default_addresses() {
+        let cli = Cli::try_parse_from(["kubewasm", "run", "--config", "c.yaml"]).unwrap();
+        let Command::Run {
+            metrics_bind_address,
+            health_probe_bind_address,
+            ..
+        } = cli.command
+        else {
+            panic!("not run");
+        };
+        assert_eq!(
+            metrics_bind_address.0,
+            Some("127.0.0.1:8080".parse().unwrap())
+        );
+        assert_eq!(
+            health_probe_bind_address.0,
+            Some("127.0.0.1:8081".parse().unwrap())
+        );
+    }
 }

@@ -280,6 +280,11 @@ impl Controller {
         &self.settings.name
     }
 
+    /// Workers it runs, each reconciling one key at a time.
+    pub fn max_concurrency(&self) -> u32 {
+        self.settings.max_concurrency
+    }
+
     /// The module currently answering reconciles.
     pub fn module(&self) -> Arc<Module> {
         self.module.read().expect("module lock").clone()

@@ -30,7 +30,7 @@ use crate::permissions::{self, Permissions, Requirement};
 use crate::queue::QueueConfig;
 use crate::reload;
 use crate::runtime::{Limits, Runtime, RuntimeError};
-use crate::watch::{Informers, Resources};
+use crate::watch::{Informer, Informers, Resources};
 
 /// Why a module could not be started, at start-up or on reload.
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +179,11 @@ impl Host {
             .all(|i| i.is_synced())
     }
 
+    /// A handle that reads the host's state for metrics and status, usable while the host runs.
+    pub fn observer(&self) -> Observer {
+        Observer(self.shared.clone())
+    }
+
     /// Checks every module file now, as a change notification would.
     pub async fn rescan(&self) {
         self.shared.rescan().await;
@@ -198,6 +203,28 @@ impl Host {
         // The reload task holds no strong reference and ends with the watcher's channel.
         self.shared.tasks.wait().await;
         tracing::info!("stopped");
+    }
+}
+
+/// Reads a running host's guests, informers and counters; cheap to clone. After shutdown it sees
+/// no guests.
+#[derive(Clone)]
+pub struct Observer(Arc<Shared>);
+
+impl Observer {
+    /// The running controllers, in module-path order. Waits while a reload is in progress.
+    pub async fn controllers(&self) -> Vec<Arc<Controller>> {
+        self.0.guests.lock().await.values().cloned().collect()
+    }
+
+    /// Counters of module loads, reloads, rejections and unloads.
+    pub fn load_counters(&self) -> &LoadCounters {
+        &self.0.counters
+    }
+
+    /// The informers currently running.
+    pub fn informers(&self) -> Vec<Arc<Informer>> {
+        self.0.informers.running()
     }
 }
 

@@ -14,6 +14,7 @@ use kubewasm::config::Config;
 use kubewasm::dispatch::Entry;
 use kubewasm::host::Host;
 use kubewasm::runtime::Runtime;
+use kubewasm::serve::{self, Started};
 use kubewasm::{check, render, scaffold};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -31,9 +32,19 @@ async fn main() -> anyhow::Result<ExitCode> {
             compile_cache_dir,
             no_compile_cache,
             no_reload,
+            metrics_bind_address,
+            health_probe_bind_address,
         } => {
             init_logs(cli.log_format);
             let config = Config::load(&config)?;
+            let servers = serve::bind(metrics_bind_address.0, health_probe_bind_address.0).await?;
+            let started = Started::default();
+            let shutdown = CancellationToken::new();
+            for server in servers {
+                let address = server.local_addr()?;
+                tracing::info!(%address, paths = %server.endpoints(), "serving HTTP");
+                tokio::spawn(server.run(started.clone(), shutdown.clone()));
+            }
             let client = client(kubeconfig.as_deref()).await?;
             let mut runtime = Runtime::new()?;
             if !no_compile_cache
@@ -42,7 +53,7 @@ async fn main() -> anyhow::Result<ExitCode> {
                 runtime = runtime.with_compile_cache(dir);
             }
             let host = Host::start(&config, client, runtime, !no_reload).await?;
-            let shutdown = CancellationToken::new();
+            started.set(host.observer());
             tokio::spawn(stop_on_signal(shutdown.clone()));
             host.run(shutdown).await;
         }

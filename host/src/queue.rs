@@ -354,7 +354,8 @@ where
                 depth: st.ready.len(),
                 adds_total: st.adds_total,
                 retries_total: st.retries_total,
-                unfinished_work_seconds: running.clone().sum(),
+                // Not `sum`: the sum of no f64 is -0.
+                unfinished_work_seconds: running.clone().fold(0.0, |sum, s| sum + s),
                 longest_running_processor_seconds: running.fold(0.0, f64::max),
             }
         })

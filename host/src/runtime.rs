@@ -242,7 +242,13 @@ impl Runtime {
     /// Creates the engine (pooling allocator when the system allows it, on-demand otherwise),
     /// links WASI and the controller imports, and starts the epoch ticker.
     pub fn new() -> Result<Self, RuntimeError> {
-        Self::build(false)
+        Self::build(false, true)
+    }
+
+    /// As [`Runtime::new`] but with epoch interruption off, so calls have no wall-clock
+    /// deadline: for measuring what deadlines cost, never for running guests.
+    pub fn without_deadlines() -> Result<Self, RuntimeError> {
+        Self::build(false, false)
     }
 
     /// As [`Runtime::new`], except that every store gives guests a wall clock stopped at
@@ -250,22 +256,24 @@ impl Runtime {
     /// yield the same values in every call. The monotonic clock keeps running, so deadlines and
     /// sleeps behave as usual. For rendering and tests, not for running controllers.
     pub fn deterministic() -> Result<Self, RuntimeError> {
-        Self::build(true)
+        Self::build(true, true)
     }
 
-    fn build(deterministic: bool) -> Result<Self, RuntimeError> {
-        let engine = match Engine::new(&config(true)) {
+    fn build(deterministic: bool, epochs: bool) -> Result<Self, RuntimeError> {
+        let engine = match Engine::new(&config(true, epochs)) {
             Ok(engine) => engine,
             Err(error) => {
                 tracing::warn!(%error, "pooling allocator unavailable; using on-demand allocation");
-                Engine::new(&config(false)).map_err(RuntimeError::Engine)?
+                Engine::new(&config(false, epochs)).map_err(RuntimeError::Engine)?
             }
         };
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(RuntimeError::Link)?;
         Controller::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |state| state)
             .map_err(RuntimeError::Link)?;
-        spawn_ticker(&engine);
+        if epochs {
+            spawn_ticker(&engine);
+        }
         Ok(Self {
             engine,
             linker: Arc::new(linker),
@@ -404,9 +412,9 @@ fn splitmix64(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn config(pooling: bool) -> Config {
+fn config(pooling: bool, epochs: bool) -> Config {
     let mut config = Config::new();
-    config.epoch_interruption(true);
+    config.epoch_interruption(epochs);
     // Synchronous component calls are several times slower with concurrency support on, and
     // the contract has no async functions.
     config.concurrency_support(false);

@@ -165,6 +165,10 @@ fn start() -> Result<ControlPlane> {
     })
 }
 
+/// How long a test waits for the cluster to converge: an upper bound for a loaded two-core
+/// machine, not an expectation; a passing check returns as soon as it holds.
+pub const WAIT: Duration = Duration::from_secs(180);
+
 /// Polls `check` every 100 ms until it returns `Some`, or fails after `timeout` with `what`.
 pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
 where
@@ -280,7 +284,8 @@ impl HostProcess {
         Self::start_with(name, config, &[])
     }
 
-    /// Like [`HostProcess::start`], with more arguments to `kubewasm run`.
+    /// Like [`HostProcess::start`], with more arguments to `kubewasm run`. The metrics and health
+    /// probe listeners are off unless `args` set their addresses, so that hosts run side by side.
     pub fn start_with(name: &str, config: &str, args: &[&str]) -> Result<Self> {
         let dir = std::env::temp_dir().join(format!("kubewasm-host-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
@@ -294,6 +299,7 @@ impl HostProcess {
             .arg(&config_path)
             .arg("--kubeconfig")
             .arg(control_plane().kubeconfig())
+            .args(listeners_off(args))
             .args(args)
             .env("RUST_LOG", "info,kubewasm=debug")
             .stdin(Stdio::null())
@@ -319,8 +325,17 @@ impl HostProcess {
     }
 }
 
+/// `kubewasm run` arguments turning off the HTTP listeners that `args` do not configure.
+fn listeners_off(args: &[&str]) -> Vec<&'static str> {
+    ["--metrics-bind-address", "--health-probe-bind-address"]
+        .into_iter()
+        .filter(|flag| !args.contains(flag))
+        .flat_map(|flag| [flag, "0"])
+        .collect()
+}
+
 /// Runs `kubewasm run` with `config` against the test control plane until it exits by itself,
-/// and returns its exit status and everything it printed.
+/// and returns its exit status and everything it printed. Its HTTP listeners are off.
 pub fn run_host_to_exit(name: &str, config: &str) -> Result<(std::process::ExitStatus, String)> {
     let dir = std::env::temp_dir().join(format!("kubewasm-host-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -332,6 +347,7 @@ pub fn run_host_to_exit(name: &str, config: &str) -> Result<(std::process::ExitS
         .arg(&config_path)
         .arg("--kubeconfig")
         .arg(control_plane().kubeconfig())
+        .args(listeners_off(&[]))
         .stdin(Stdio::null())
         .output()
         .context("running kubewasm")?;
@@ -350,7 +366,17 @@ pub async fn with_host(
     config: &str,
     exercise: impl AsyncFnOnce(&HostProcess) -> Result<()>,
 ) -> Result<()> {
-    let host = HostProcess::start(name, config)?;
+    with_host_args(name, config, &[], exercise).await
+}
+
+/// Like [`with_host`], with more arguments to `kubewasm run`.
+pub async fn with_host_args(
+    name: &str,
+    config: &str,
+    args: &[&str],
+    exercise: impl AsyncFnOnce(&HostProcess) -> Result<()>,
+) -> Result<()> {
+    let host = HostProcess::start_with(name, config, args)?;
     let result = exercise(&host).await;
     if result.is_err() {
         eprintln!("host log:\n{}", host.log());

@@ -2,16 +2,12 @@
 //! with backoff until the write goes through; the host never forces a write the guest did not
 //! ask to force.
 
-use std::time::Duration;
-
 use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
-use kubewasm_tests::{HostProcess, control_plane, eventually, module_config, with_host};
+use kubewasm_tests::{HostProcess, WAIT, control_plane, eventually, module_config, with_host};
 use serde_json::json;
-
-const WAIT: Duration = Duration::from_secs(60);
 
 /// Server-side applies the ConfigMap `name` as `manager`, with `fields` (labels, data) added.
 async fn apply_as(

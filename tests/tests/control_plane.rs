@@ -1,7 +1,5 @@
 //! The local control plane behaves like a real cluster in everything kubewasm relies on.
 
-use std::time::Duration;
-
 use anyhow::Result;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -11,10 +9,8 @@ use kube::api::{
     PostParams, WatchEvent, WatchParams,
 };
 use kube::{Api, Client};
-use kubewasm_tests::{control_plane, eventually};
+use kubewasm_tests::{WAIT, control_plane, eventually};
 use serde_json::json;
-
-const WAIT: Duration = Duration::from_secs(60);
 
 async fn install_widget_crd(client: &Client) -> Result<ApiResource> {
     let crds = Api::<CustomResourceDefinition>::all(client.clone());

@@ -16,11 +16,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kubewasm_tests::{
-    HostProcess, control_plane, eventually, guest_wasm, run_host_to_exit, with_host,
+    HostProcess, WAIT, control_plane, eventually, guest_wasm, run_host_to_exit, with_host,
 };
 use serde_json::json;
-
-const WAIT: Duration = Duration::from_secs(120);
 
 /// Mirror sources created while the hostile guests run (and, for comparison, without them).
 const SOURCES: usize = 20;

@@ -2,19 +2,15 @@
 //! kind to be served, then reconciles as usual. This binary has a control plane of its own, so
 //! the CRD is absent when the host starts.
 
-use std::time::Duration;
-
 use anyhow::Result;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use kube::{Api, Client};
 use kubewasm_tests::{
-    HostProcess, apply_yaml, control_plane, eventually, is_controlled_by, module_config, repo_root,
-    with_host,
+    HostProcess, WAIT, apply_yaml, control_plane, eventually, is_controlled_by, module_config,
+    repo_root, with_host,
 };
 use serde_json::json;
-
-const WAIT: Duration = Duration::from_secs(90);
 
 #[tokio::test]
 async fn a_crd_installed_after_the_host_started_is_picked_up() -> Result<()> {

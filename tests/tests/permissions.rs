@@ -2,19 +2,15 @@
 //! what is missing; a call outside the grants reaches the guest as a typed `denied` error and
 //! nothing else is affected.
 
-use std::time::Duration;
-
 use anyhow::{Result, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kubewasm_tests::{
-    apply_yaml, control_plane, eventually, guest_wasm, repo_root, run_host_to_exit, with_host,
+    WAIT, apply_yaml, control_plane, eventually, guest_wasm, repo_root, run_host_to_exit, with_host,
 };
 use serde_json::json;
-
-const WAIT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn a_module_declaring_more_than_granted_is_refused_at_load() -> Result<()> {

@@ -11,12 +11,10 @@ use kube::api::{
 };
 use kube::{Api, Client};
 use kubewasm_tests::{
-    HostProcess, Recorder, apply_yaml, control_plane, eventually, is_controlled_by, module_config,
-    repo_root, with_host,
+    HostProcess, Recorder, WAIT, apply_yaml, control_plane, eventually, is_controlled_by,
+    module_config, repo_root, with_host,
 };
 use serde_json::json;
-
-const WAIT: Duration = Duration::from_secs(60);
 
 fn podsets(client: &Client, namespace: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "PodSet");

@@ -11,10 +11,8 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
-use kubewasm_tests::{HostProcess, control_plane, eventually, guest_wasm_with, with_host};
+use kubewasm_tests::{HostProcess, WAIT, control_plane, eventually, guest_wasm_with, with_host};
 use serde_json::json;
-
-const WAIT: Duration = Duration::from_secs(60);
 
 fn build(version: &str) -> PathBuf {
     match version {

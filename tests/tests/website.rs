@@ -2,8 +2,6 @@
 //! with owner references, status, drift correction, and a finalizer that cleans up outside the
 //! owner tree before garbage collection removes the children.
 
-use std::time::Duration;
-
 use anyhow::{Result, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -12,11 +10,10 @@ use kube::api::{
 };
 use kube::{Api, Client, Resource};
 use kubewasm_tests::{
-    apply_yaml, control_plane, eventually, is_controlled_by, module_config, repo_root, with_host,
+    WAIT, apply_yaml, control_plane, eventually, is_controlled_by, module_config, repo_root,
+    with_host,
 };
 use serde_json::json;
-
-const WAIT: Duration = Duration::from_secs(60);
 
 fn websites(client: &Client, namespace: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "Website");
