@@ -180,29 +180,12 @@ fn forward_output(store: &wasmtime::Store<CallState>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixture::FixtureBackend;
-    use crate::imports::Declared;
-    use crate::permissions::Permissions;
 
     /// A core module whose `grow` asks for 64 MiB more and whose `trap` traps, run in a store
     /// of the host with a 1 MiB memory limit; returns how `export` failed.
     async fn fail(export: &str) -> Failure {
         let runtime = Runtime::new().unwrap();
-        let env = GuestEnv::new(
-            "classify",
-            Declared {
-                primary: kube::api::GroupVersionKind::gvk("", "v1", "ConfigMap"),
-                owns: Vec::new(),
-                watches: Vec::new(),
-            },
-            Arc::new(FixtureBackend::default()),
-            Duration::from_secs(1),
-            Permissions::new(None),
-        );
-        let context = CallContext {
-            env: Arc::new(env),
-            scope: None,
-        };
+        let context = CallContext::for_tests("classify");
         let limits = Limits {
             memory_bytes: 1 << 20,
             ..Limits::default()

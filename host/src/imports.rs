@@ -87,6 +87,29 @@ pub struct CallContext {
     pub scope: Option<Scope>,
 }
 
+#[cfg(test)]
+impl CallContext {
+    /// A context for unit tests: a ConfigMap controller named `name` on an empty fixture, with no
+    /// grants configured and no reconcile in progress.
+    pub(crate) fn for_tests(name: &str) -> Self {
+        let env = GuestEnv::new(
+            name,
+            Declared {
+                primary: GroupVersionKind::gvk("", "v1", "ConfigMap"),
+                owns: Vec::new(),
+                watches: Vec::new(),
+            },
+            Arc::new(crate::fixture::FixtureBackend::default()),
+            Duration::from_secs(1),
+            Permissions::new(None),
+        );
+        Self {
+            env: Arc::new(env),
+            scope: None,
+        }
+    }
+}
+
 impl CallContext {
     /// The key being reconciled, `namespace/name` or `name`; empty outside a reconcile.
     pub fn key(&self) -> String {

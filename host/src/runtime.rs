@@ -459,28 +459,11 @@ mod tests {
     use wasmtime_wasi::sockets::WasiSocketsView;
 
     use super::*;
-    use crate::fixture::FixtureBackend;
-    use crate::imports::{Declared, GuestEnv};
-    use crate::permissions::Permissions;
 
     #[tokio::test]
     async fn guests_get_no_filesystem_network_environment_or_arguments() {
         let runtime = Runtime::new().unwrap();
-        let env = GuestEnv::new(
-            "sandbox",
-            Declared {
-                primary: kube::api::GroupVersionKind::gvk("", "v1", "ConfigMap"),
-                owns: Vec::new(),
-                watches: Vec::new(),
-            },
-            Arc::new(FixtureBackend::default()),
-            Duration::from_secs(1),
-            Permissions::new(None),
-        );
-        let context = CallContext {
-            env: Arc::new(env),
-            scope: None,
-        };
+        let context = CallContext::for_tests("sandbox");
         let mut store = runtime.store(context, &Limits::default());
         let state = store.data_mut();
 
