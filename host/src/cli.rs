@@ -49,6 +49,17 @@ pub enum Command {
         /// to serve neither. May equal --metrics-bind-address.
         #[arg(long, default_value = "127.0.0.1:8081")]
         health_probe_bind_address: BindAddress,
+        /// Reconciles only while holding a coordination.k8s.io/v1 Lease, so that one replica
+        /// of several reconciles; the others wait as standbys and take over when it stops.
+        #[arg(long)]
+        leader_elect: bool,
+        /// The Lease's namespace; default: the in-cluster service account's namespace, else
+        /// `default`.
+        #[arg(long)]
+        leader_election_namespace: Option<String>,
+        /// The Lease's name.
+        #[arg(long, default_value = "kubewasm-leader")]
+        leader_election_id: String,
     },
     /// Checks that a module loads as the host loads it (a component of the supported contract
     /// version with a valid declaration), prints what it declares and the permissions it needs
@@ -142,6 +153,9 @@ mod tests {
         let Command::Run {
             metrics_bind_address,
             health_probe_bind_address,
+            leader_elect,
+            leader_election_namespace,
+            leader_election_id,
             ..
         } = cli.command
         else {
@@ -155,5 +169,8 @@ mod tests {
             health_probe_bind_address.0,
             Some("127.0.0.1:8081".parse().unwrap())
         );
+        assert!(!leader_elect);
+        assert_eq!(leader_election_namespace, None);
+        assert_eq!(leader_election_id, "kubewasm-leader");
     }
 }

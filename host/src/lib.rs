@@ -16,6 +16,7 @@ pub mod fixture;
 pub mod health;
 pub mod host;
 pub mod imports;
+pub mod leader;
 pub mod limits;
 pub mod metrics;
 pub mod module;

@@ -12,7 +12,8 @@ use kubewasm::cli::{Cli, Command, LogFormat};
 use kubewasm::compile_cache::CompileCache;
 use kubewasm::config::Config;
 use kubewasm::dispatch::Entry;
-use kubewasm::host::Host;
+use kubewasm::host::{Host, HostError};
+use kubewasm::leader::{self, ElectionConfig, LeaderElector, LeaderError, Leadership};
 use kubewasm::runtime::Runtime;
 use kubewasm::serve::{self, Started};
 use kubewasm::{check, render, scaffold};
@@ -34,6 +35,9 @@ async fn main() -> anyhow::Result<ExitCode> {
             no_reload,
             metrics_bind_address,
             health_probe_bind_address,
+            leader_elect,
+            leader_election_namespace,
+            leader_election_id,
         } => {
             init_logs(cli.log_format);
             let config = Config::load(&config)?;
@@ -45,17 +49,30 @@ async fn main() -> anyhow::Result<ExitCode> {
                 tracing::info!(%address, paths = %server.endpoints(), "serving HTTP");
                 tokio::spawn(server.run(started.clone(), shutdown.clone()));
             }
+            tokio::spawn(stop_on_signal(shutdown.clone()));
             let client = client(kubeconfig.as_deref()).await?;
+            let leadership = if leader_elect {
+                let namespace = leader_election_namespace.unwrap_or_else(leader::default_namespace);
+                let election = ElectionConfig::new(namespace, leader_election_id);
+                started.set_standby(true);
+                let leadership =
+                    lead(LeaderElector::new(client.clone(), election), &shutdown).await?;
+                started.set_standby(false);
+                match leadership {
+                    Some(leadership) => Some(leadership),
+                    None => return Ok(ExitCode::SUCCESS),
+                }
+            } else {
+                None
+            };
             let mut runtime = Runtime::new()?;
             if !no_compile_cache
                 && let Some(dir) = compile_cache_dir.or_else(CompileCache::default_dir)
             {
                 runtime = runtime.with_compile_cache(dir);
             }
-            let host = Host::start(&config, client, runtime, !no_reload).await?;
-            started.set(host.observer());
-            tokio::spawn(stop_on_signal(shutdown.clone()));
-            host.run(shutdown).await;
+            let host = Host::start(&config, client, runtime, !no_reload);
+            return run_host(host, started, shutdown, leadership).await;
         }
         Command::Check { module, config } => {
             init_debug_logs();
@@ -107,6 +124,66 @@ async fn main() -> anyhow::Result<ExitCode> {
             );
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Waits until this process leads; `None` when shutdown came first.
+async fn lead(
+    elector: LeaderElector,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<Leadership>> {
+    let election = elector.config();
+    tracing::info!(
+        identity = %election.identity,
+        lease = %format_args!("{}/{}", election.namespace, election.name),
+        "waiting for leadership"
+    );
+    match elector.run_until_leading(shutdown).await {
+        Ok(leadership) => {
+            tracing::info!(identity = %elector.config().identity, "became leader");
+            Ok(Some(leadership))
+        }
+        Err(LeaderError::Cancelled) => {
+            tracing::info!("stopped before becoming leader");
+            Ok(None)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Starts the host and runs it until shutdown, then releases `leadership`. When leadership is
+/// lost first, stops reconciling at once and fails, so that the process is restarted as a
+/// standby.
+async fn run_host(
+    host: impl Future<Output = Result<Host, HostError>>,
+    started: Started,
+    shutdown: CancellationToken,
+    leadership: Option<Leadership>,
+) -> anyhow::Result<ExitCode> {
+    let run = async {
+        let host = host.await?;
+        started.set(host.observer());
+        host.run(shutdown.clone()).await;
+        anyhow::Ok(())
+    };
+    let Some(leadership) = leadership else {
+        run.await?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let ran = tokio::select! {
+        ran = run => Some(ran),
+        () = leadership.lost() => None,
+    };
+    let Some(ran) = ran else {
+        shutdown.cancel();
+        tracing::error!("leadership lost: the Lease was not renewed within the renew deadline");
+        return Ok(ExitCode::FAILURE);
+    };
+    match leadership.release().await {
+        Ok(()) => tracing::info!("released the Lease"),
+        Err(error) => tracing::warn!(%error, "releasing the Lease"),
+    }
+    ran?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,14 +3,16 @@
 //!
 //! Guarantees: the listeners are bound before the modules load, so a taken address fails the
 //! start-up and probes are answered while modules compile; `/healthz` answers 200 while the
-//! process runs; `/readyz` answers 200 only once every module is loaded and every informer has
-//! listed, else 503 with the reason; any other path or method gets 404 or 405. Listeners stop
+//! process runs; `/readyz` answers 200 while the process is a standby waiting for leadership,
+//! and otherwise only once every module is loaded and every informer has listed, else 503 with
+//! the reason; any other path or method gets 404 or 405. Listeners stop
 //! accepting when the host's shutdown token is cancelled, and open connections end after their
 //! current response.
 
 use std::convert::Infallible;
 use std::fmt::{self, Display, Formatter};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -65,12 +67,24 @@ impl Display for Endpoints {
 
 /// The host the endpoints report on, set once it has loaded its modules; cheap to clone.
 #[derive(Clone, Default)]
-pub struct Started(Arc<OnceLock<Observer>>);
+pub struct Started(Arc<State>);
+
+#[derive(Default)]
+struct State {
+    host: OnceLock<Observer>,
+    standby: AtomicBool,
+}
 
 impl Started {
     /// Marks the host as started; later calls are ignored.
     pub fn set(&self, observer: Observer) {
-        let _ = self.0.set(observer);
+        let _ = self.0.host.set(observer);
+    }
+
+    /// Marks the process as a standby waiting for leadership (ready, loading no module), or
+    /// no longer one.
+    pub fn set_standby(&self, standby: bool) {
+        self.0.standby.store(standby, Ordering::Relaxed);
     }
 }
 
@@ -199,10 +213,10 @@ async fn respond(request: &Request<Incoming>, endpoints: Endpoints, host: &Start
             .insert(ALLOW, hyper::header::HeaderValue::from_static("GET"));
         return response;
     }
-    let observer = host.0.get();
+    let observer = host.0.host.get();
     match path {
         "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
-        "/readyz" => match not_ready(observer) {
+        "/readyz" => match not_ready(observer, host.0.standby.load(Ordering::Relaxed)) {
             None => reply(StatusCode::OK, "text/plain", "ok\n".into()),
             Some(reason) => reply(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -236,10 +250,10 @@ fn reply(status: StatusCode, content_type: &'static str, body: String) -> Reply 
     response
 }
 
-/// Why the host is not ready, if it is not.
-fn not_ready(observer: Option<&Observer>) -> Option<String> {
+/// Why the host is not ready, if it is not. A standby is ready.
+fn not_ready(observer: Option<&Observer>, standby: bool) -> Option<String> {
     let Some(observer) = observer else {
-        return Some("modules are loading".into());
+        return (!standby).then(|| "modules are loading".into());
     };
     let waiting: Vec<_> = observer
         .informers()
@@ -337,7 +351,15 @@ mod tests {
 
     #[test]
     fn a_host_not_started_is_not_ready() {
-        assert_eq!(not_ready(None).as_deref(), Some("modules are loading"));
+        assert_eq!(
+            not_ready(None, false).as_deref(),
+            Some("modules are loading")
+        );
+    }
+
+    #[test]
+    fn a_standby_is_ready() {
+        assert_eq!(not_ready(None, true), None);
     }
 
     #[test]

@@ -299,8 +299,13 @@ async fn run(
             Ok(Event::InitApply(object)) => listing.push(CachedObject::new(object)),
             Ok(Event::InitDone) => {
                 let objects = std::mem::take(&mut listing);
-                informer.emit(|store| store.replace(objects));
-                synced.send_replace(true);
+                // Marked synced under the handlers lock: a handler that subscribes before gets
+                // the listed objects as changes, one that subscribes after replays the store.
+                informer.emit(|store| {
+                    let changes = store.replace(objects);
+                    synced.send_replace(true);
+                    changes
+                });
             }
             Ok(Event::Apply(object)) => informer.emit(|store| {
                 store

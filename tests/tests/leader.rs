@@ -1,0 +1,155 @@
+//! Leader election: of two hosts sharing a Lease exactly one reconciles; when it is killed the
+//! standby takes over once the Lease expires; a host stopped with SIGTERM releases the Lease.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use kubewasm_tests::{HostProcess, WAIT, control_plane, eventually, module_config};
+use serde_json::json;
+
+const LEASE: &str = "mirror-leader";
+
+#[tokio::test]
+async fn one_host_leads_and_a_standby_takes_over() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("leader").await?;
+    let config = module_config("mirror", ns.name());
+    let args = [
+        "--leader-elect",
+        "--leader-election-namespace",
+        ns.name(),
+        "--leader-election-id",
+        LEASE,
+    ];
+    let a = HostProcess::start_with(&format!("{}-a", ns.name()), &config, &args)?;
+    let b = HostProcess::start_with(&format!("{}-b", ns.name()), &config, &args)?;
+    let leases = Api::<Lease>::namespaced(client.clone(), ns.name());
+
+    let holder = eventually("a leader", WAIT, || async {
+        let holder = lease_holder(&leases).await?;
+        let logs_say = [&a, &b]
+            .iter()
+            .filter(|host| host.log().contains("became leader"))
+            .count();
+        Ok(holder.filter(|h| !h.is_empty() && logs_say > 0))
+    })
+    .await?;
+    let (leader, standby) = if identity(&a).as_deref() == Some(holder.as_str()) {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let result = exercise(&client, &leases, ns.name(), leader, &standby, &holder).await;
+    match result {
+        Ok(()) => {
+            ensure!(standby.stop()?, "the new leader exits cleanly on SIGTERM");
+            let released = holder_of(&leases).await?;
+            ensure!(
+                released.is_empty(),
+                "the Lease is released on SIGTERM, but is held by {released:?}"
+            );
+            Ok(())
+        }
+        Err(error) => {
+            eprintln!("standby's log:\n{}", standby.log());
+            Err(error)
+        }
+    }
+}
+
+async fn exercise(
+    client: &Client,
+    leases: &Api<Lease>,
+    namespace: &str,
+    leader: HostProcess,
+    standby: &HostProcess,
+    holder: &str,
+) -> Result<()> {
+    let checked = async {
+        ensure!(
+            leader.log().contains("became leader"),
+            "the holder {holder} logs that it became leader"
+        );
+        let standby_identity = identity(standby).context("the standby's identity in its log")?;
+        ensure!(standby_identity != holder, "two hosts hold one identity");
+        let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+        mirrored(&config_maps, "first").await?;
+        ensure!(
+            !standby.log().contains("became leader"),
+            "the standby became leader while the leader ran"
+        );
+        anyhow::Ok((config_maps, standby_identity))
+    }
+    .await;
+    let (config_maps, standby_identity) = match checked {
+        Ok(checked) => checked,
+        Err(error) => {
+            eprintln!("leader's log:\n{}", leader.log());
+            return Err(error);
+        }
+    };
+
+    let killed = Instant::now();
+    drop(leader);
+    eventually("the standby to take the Lease over", WAIT, || async {
+        let holder = lease_holder(leases).await?;
+        Ok((holder.as_deref() == Some(standby_identity.as_str())
+            && standby.log().contains("became leader"))
+        .then_some(()))
+    })
+    .await?;
+    eprintln!(
+        "the standby took over {:.1?} after the leader was killed",
+        killed.elapsed()
+    );
+    mirrored(&config_maps, "second").await
+}
+
+/// Creates the labelled source ConfigMap `name` and waits for its mirror.
+async fn mirrored(config_maps: &Api<ConfigMap>, name: &str) -> Result<()> {
+    let source = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": name, "labels": { "kubewasm.dev/fixture": "mirror" } },
+        "data": { "value": name },
+    });
+    config_maps
+        .patch(name, &PatchParams::apply("tests"), &Patch::Apply(&source))
+        .await?;
+    let mirror = format!("{name}-mirror");
+    let found = eventually(&mirror, WAIT, || async {
+        Ok(config_maps.get_opt(&mirror).await?)
+    })
+    .await?;
+    let value = found.data.unwrap_or_default().remove("value");
+    ensure!(value.as_deref() == Some(name), "{mirror} holds {value:?}");
+    Ok(())
+}
+
+/// The Lease's holder, if the Lease exists.
+async fn lease_holder(leases: &Api<Lease>) -> Result<Option<String>> {
+    Ok(leases.get_opt(LEASE).await?.map(|lease| {
+        lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default()
+    }))
+}
+
+/// The holder of the existing Lease; empty once released.
+async fn holder_of(leases: &Api<Lease>) -> Result<String> {
+    lease_holder(leases).await?.context("the Lease is gone")
+}
+
+/// The identity a host logged when it started waiting for leadership.
+fn identity(host: &HostProcess) -> Option<String> {
+    let log = host.log();
+    let line = log.lines().find(|l| l.contains("waiting for leadership"))?;
+    line.split_whitespace()
+        .find_map(|word| word.strip_prefix("identity="))
+        .map(str::to_owned)
+}
