@@ -124,6 +124,10 @@ pub fn field_manager(controller: &str) -> String {
 
 #[async_trait]
 impl Backend for ClusterBackend {
+    fn is_cluster_scoped(&self, kind: &GroupVersionKind) -> bool {
+        self.resources.namespaced(kind) == Some(false)
+    }
+
     fn get(
         &self,
         kind: &GroupVersionKind,
@@ -231,10 +235,11 @@ impl Backend for ClusterBackend {
         };
         match api.delete(&request.name, &params).await? {
             // Still there: terminating, waiting for finalizers or a grace period.
-            Either::Left(object) => {
+            Either::Left(object) if object.metadata.deletion_timestamp.is_some() => {
                 Self::record(&marks, object);
             }
-            Either::Right(_) => {
+            // Gone: some kinds answer with the deleted object, others with a status.
+            _ => {
                 if let Some(uid) = uid {
                     for (informer, lists) in &marks {
                         informer.record_delete(&key, &uid, *lists);

@@ -172,6 +172,13 @@ pub trait Backend: Send + Sync {
     /// Record an event.
     async fn event(&self, request: EventRequest) -> Result<(), CallError>;
 
+    /// Whether `kind` is known to be cluster-scoped; `false` when it is namespaced or unknown.
+    /// Permissions of a cluster-scoped kind are checked for all namespaces, whatever namespace a
+    /// call names.
+    fn is_cluster_scoped(&self, _kind: &GroupVersionKind) -> bool {
+        false
+    }
+
     /// Receives every line the guest logs, besides the host's own log; ignores it by default.
     fn log(&self, _line: LogLine) {}
 }

@@ -323,18 +323,21 @@ impl Store {
     }
 
     /// Records that the host deleted the object with `key` and `uid` (it is gone, not merely
-    /// terminating), unless a list completed since `lists` was taken; returns the change. Watch
-    /// events of that object are ignored until its deletion arrives.
+    /// terminating), unless a list completed since `lists` was taken or the store does not hold
+    /// it; returns the change. Watch events of that object are ignored until its deletion
+    /// arrives.
     pub fn record_delete(&self, key: &ObjectKey, uid: &str, lists: u64) -> Option<Change> {
         let mut inner = self.write();
         if inner.lists != lists {
             return None;
         }
-        inner.tombstones.insert(key.clone(), uid.to_owned());
         let cached = inner.objects.get(key)?;
         if cached.uid.as_deref() != Some(uid) {
             return None;
         }
+        // Only a store that held the object keeps a tombstone: its watch delivers the deletion,
+        // which removes the tombstone again.
+        inner.tombstones.insert(key.clone(), uid.to_owned());
         let old = inner.objects.remove(key)?;
         Some(Change {
             old: Some(old),

@@ -370,9 +370,13 @@ impl Controller {
     }
 
     async fn work(self: Arc<Self>) {
-        // Reconciling against a partly listed cache would see owned objects as missing.
+        // Reconciling against a partly listed cache would see owned objects as missing. A kind
+        // that is never served keeps the workers waiting until the controller shuts down.
         for informer in &self.readable {
-            informer.synced().await;
+            tokio::select! {
+                () = informer.synced() => {}
+                () = self.stop.cancelled() => return,
+            }
         }
         while let Some(item) = self.queue.next().await {
             self.process(&item.key, item.reason).await;

@@ -50,6 +50,7 @@ pub enum Write {
 #[derive(Debug, Default)]
 pub struct FixtureBackend {
     state: Mutex<State>,
+    cluster_scoped: Vec<GroupVersionKind>,
 }
 
 #[derive(Debug, Default)]
@@ -147,6 +148,12 @@ impl FixtureBackend {
         backend
     }
 
+    /// Treats `kind` as cluster-scoped for permission checks; every other kind is namespaced.
+    pub fn with_cluster_scoped(mut self, kind: GroupVersionKind) -> Self {
+        self.cluster_scoped.push(kind);
+        self
+    }
+
     /// Stores `object` as given, replacing the one of the same kind, namespace and name: a
     /// change made by someone else than the guest, so it is not recorded as a write. Later
     /// writes get resourceVersions above the object's, when it is numeric.
@@ -235,6 +242,10 @@ fn precondition(object: &Value, field: &str, expected: Option<&str>) -> Result<(
 
 #[async_trait]
 impl Backend for FixtureBackend {
+    fn is_cluster_scoped(&self, kind: &GroupVersionKind) -> bool {
+        self.cluster_scoped.contains(kind)
+    }
+
     /// The stored object, serialized, or `None`.
     fn get(
         &self,

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use kube::Client;
@@ -93,6 +93,8 @@ struct Shared {
     guests: Mutex<BTreeMap<PathBuf, Arc<Controller>>>,
     tasks: TaskTracker,
     counters: LoadCounters,
+    /// Set once shutdown has begun; no guest is started after it.
+    stopping: AtomicBool,
 }
 
 impl Host {
@@ -115,6 +117,7 @@ impl Host {
             guests: Mutex::default(),
             tasks: TaskTracker::new(),
             counters: LoadCounters::default(),
+            stopping: AtomicBool::new(false),
         });
         let mut loaded = Vec::new();
         for module_config in &config.modules {
@@ -194,10 +197,14 @@ impl Host {
     pub async fn run(self, shutdown: CancellationToken) {
         shutdown.cancelled().await;
         tracing::info!("shutting down: finishing reconciles in flight");
-        let guests = std::mem::take(&mut *self.shared.guests.lock().await);
-        for controller in guests.values() {
-            controller.shut_down().await;
-        }
+        let guests = {
+            let mut guests = self.shared.guests.lock().await;
+            // Taken under the guest table's lock: a rescan after this starts nothing.
+            self.shared.stopping.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *guests)
+        };
+        // Every controller stops taking keys at once; then all drain together.
+        futures::future::join_all(guests.values().map(|c| c.shut_down())).await;
         drop(self._watcher);
         self.shared.tasks.close();
         // The reload task holds no strong reference and ends with the watcher's channel.
@@ -262,6 +269,9 @@ impl Shared {
     /// scan, so reloads never interleave.
     async fn rescan(&self) {
         let mut guests = self.guests.lock().await;
+        if self.stopping.load(Ordering::SeqCst) {
+            return;
+        }
         for config in &self.modules {
             self.reconcile_module(config, &mut guests).await;
         }

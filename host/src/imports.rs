@@ -16,7 +16,7 @@ use crate::bindings::kubewasm::controller::{cache, events, log, types, writes};
 use crate::config::Verb;
 use crate::limits::{RateLimit, Spend, check_size};
 use crate::permissions::{Permissions, resource_of};
-use crate::runtime::CallState;
+use crate::runtime::{CallState, Limits};
 use crate::selector::LabelSelector;
 
 /// The kinds a guest declared: it reads all of them and writes only the primary and owned ones.
@@ -167,6 +167,12 @@ impl CallContext {
         namespace: Option<&str>,
     ) -> Result<(), CallError> {
         let permissions = &self.env.permissions;
+        // A namespace named in a call does not narrow a cluster-scoped kind.
+        let namespace = if self.env.backend.is_cluster_scoped(kind) {
+            None
+        } else {
+            namespace
+        };
         match verbs
             .iter()
             .find(|&&verb| !permissions.allows(kind, subresource, verb, namespace))
@@ -337,12 +343,17 @@ fn to_wit(error: CallError) -> types::Error {
 fn answer<T>(
     result: Result<T, CallError>,
     env: &GuestEnv,
+    limits: &Limits,
     call: &str,
 ) -> wasmtime::Result<Result<T, types::Error>> {
     match &result {
         Err(error @ CallError::Denied(_)) => {
             env.denied.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(guest = %env.name, call, %error, "host call denied");
+            // Within the guest's log rate, so a guest looping on a denied call cannot flood
+            // the host's log; the counter keeps every denial.
+            if env.output.forward(&env.name, limits.log_lines_per_second) {
+                tracing::warn!(guest = %env.name, call, %error, "host call denied");
+            }
         }
         Err(error) => tracing::debug!(guest = %env.name, call, %error, "host call failed"),
         Ok(_) => {}
@@ -400,7 +411,7 @@ impl cache::Host for CallState {
                     .get(&kind, namespace.as_deref(), &name)
                     .map(|found| found.map(|json| json.to_string()))
             });
-        answer(result, &context.env, "get")
+        answer(result, &context.env, &self.limits, "get")
     }
 
     async fn list(
@@ -425,7 +436,7 @@ impl cache::Host for CallState {
                         .list(&kind, namespace.as_deref(), selector.as_ref())?;
                 Ok(objects.iter().map(|json| json.to_string()).collect())
             });
-        answer(result, &context.env, "list")
+        answer(result, &context.env, &self.limits, "list")
     }
 }
 
@@ -443,7 +454,7 @@ impl writes::Host for CallState {
             }
             Err(error) => Err(error),
         };
-        answer(result, &self.context.env, "apply")
+        answer(result, &self.context.env, &self.limits, "apply")
     }
 
     async fn apply_status(
@@ -454,7 +465,7 @@ impl writes::Host for CallState {
             Ok(()) => self.context.apply(object, false, true, true).await,
             Err(error) => Err(error),
         };
-        answer(result, &self.context.env, "apply-status")
+        answer(result, &self.context.env, &self.limits, "apply-status")
     }
 
     async fn delete(
@@ -480,7 +491,7 @@ impl writes::Host for CallState {
                 }
                 Err(error) => Err(error),
             };
-        answer(result, &context.env, "delete")
+        answer(result, &context.env, &self.limits, "delete")
     }
 
     async fn patch(
@@ -510,7 +521,7 @@ impl writes::Host for CallState {
             context.timed(context.env.backend.patch(request)).await
         }
         .await;
-        answer(result, &context.env, "patch")
+        answer(result, &context.env, &self.limits, "patch")
     }
 }
 
@@ -521,16 +532,11 @@ impl events::Host for CallState {
     ) -> wasmtime::Result<Result<(), types::Error>> {
         let context = &self.context;
         let result = async {
-            let kind = to_gvk(event.regarding_kind);
-            if !context.env.declared.can_read(&kind) {
-                return Err(CallError::Denied(format!(
-                    "events about {} are not about a kind this controller declared",
-                    describe(&kind)
-                )));
-            }
+            let namespace = context.namespace(event.regarding_namespace);
+            let kind = context.readable(event.regarding_kind, Verb::Get, namespace.as_deref())?;
             let request = EventRequest {
                 kind,
-                namespace: context.namespace(event.regarding_namespace),
+                namespace,
                 name: event.regarding_name,
                 warning: matches!(event.event_type, events::EventType::Warning),
                 reason: event.reason,
@@ -540,7 +546,7 @@ impl events::Host for CallState {
             context.timed(context.env.backend.event(request)).await
         }
         .await;
-        answer(result, &context.env, "record-event")
+        answer(result, &context.env, &self.limits, "record-event")
     }
 }
 
@@ -599,8 +605,46 @@ impl log::Host for CallState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
     use crate::fixture::FixtureBackend;
-    use crate::runtime::{Limits, Runtime};
+    use crate::runtime::Runtime;
+
+    #[test]
+    fn a_grant_restricted_to_namespaces_never_covers_a_cluster_scoped_kind() {
+        let role = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRole");
+        let config = Config::from_yaml(
+            "modules: [{path: a.wasm, grants: [{apiGroups: ['*'], resources: ['*'], verbs: ['*'], namespaces: [team-a]}]}]",
+            std::path::Path::new(""),
+        )
+        .unwrap();
+        let backend = FixtureBackend::default().with_cluster_scoped(role.clone());
+        let env = GuestEnv::new(
+            "scoped",
+            Declared {
+                primary: GroupVersionKind::gvk("", "v1", "ConfigMap"),
+                owns: vec![role.clone()],
+                watches: Vec::new(),
+            },
+            Arc::new(backend),
+            Duration::from_secs(1),
+            Permissions::new(config.modules[0].grants.clone()),
+        );
+        let context = CallContext {
+            env: Arc::new(env),
+            scope: None,
+        };
+        let config_map = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        assert!(
+            context
+                .writable(config_map, None, &[Verb::Create], Some("team-a"))
+                .is_ok()
+        );
+        let denied = context.writable(role, None, &[Verb::Create], Some("team-a"));
+        assert!(
+            matches!(&denied, Err(CallError::Denied(m)) if m.contains("all namespaces")),
+            "{denied:?}"
+        );
+    }
 
     const NAMESPACE: &str = "caps";
 

@@ -6,8 +6,9 @@
 //! its primary kind when it declares a finalizer. Every host call is checked again when it is
 //! made: reads need `get` or `list`, `apply` needs `create` and `patch` (server-side apply
 //! creates or updates), `apply-status` needs `patch` on the `status` subresource, `patch` needs
-//! `patch`, `delete` needs `delete`. Events need no grant: the host records them about objects
-//! the guest may read.
+//! `patch`, `delete` needs `delete`. An event about an object needs `get` on that object's kind
+//! in its namespace. A cluster-scoped kind is checked for all namespaces, whatever namespace a
+//! call names, so a grant restricted to namespaces never covers it.
 //!
 //! Resources are named by their plural, derived from the kind as the API server does for
 //! regular nouns (`PodSet` → `podsets`, `Policy` → `policies`); grant `*` for a kind with an

@@ -185,6 +185,12 @@ impl Resources {
         Ok(resolved)
     }
 
+    /// Whether `kind` was resolved and is namespaced; `None` until discovery resolved it.
+    pub fn namespaced(&self, kind: &GroupVersionKind) -> Option<bool> {
+        let known = self.known.read().expect("resources lock");
+        known.get(kind).map(|(_, namespaced)| *namespaced)
+    }
+
     /// An API handle for `kind` in `namespace` (ignored for cluster-scoped kinds).
     pub async fn api(
         &self,
