@@ -83,6 +83,8 @@ pub struct Controller {
     subscriptions: Mutex<Vec<Subscription>>,
     /// Cancelled when the controller shuts down; ends its resync task.
     stop: CancellationToken,
+    /// Bounds the guest's `map-keys` calls in flight.
+    mapping: tokio::sync::Semaphore,
     counters: Counters,
 }
 
@@ -153,6 +155,7 @@ impl Controller {
             settings.limits.host_call_timeout,
             Permissions::new(settings.grants.clone()),
         ));
+        let mapping_permits = settings.max_concurrency as usize;
         let controller = Arc::new(Self {
             queue: Arc::new(WorkQueue::new(settings.queue)),
             settings,
@@ -165,6 +168,7 @@ impl Controller {
             readable: readable.clone(),
             subscriptions: Mutex::default(),
             stop: CancellationToken::new(),
+            mapping: tokio::sync::Semaphore::new(mapping_permits),
             counters: Counters::default(),
         });
         let primary_kind = module.metadata.primary.kind.clone();
@@ -233,6 +237,11 @@ impl Controller {
     }
 
     async fn map_keys(&self, objects: Vec<Arc<CachedObject>>) {
+        // At most `max_concurrency` map-keys calls at once, like reconciles: a relist of a
+        // watched kind cannot start an instance per object at the same time.
+        let Ok(_permit) = self.mapping.acquire().await else {
+            return;
+        };
         let module = self.module();
         for object in objects {
             let kind = object.value["apiVersion"]

@@ -132,7 +132,8 @@ fn classify(error: wasmtime::Error, limits: &Limits, memory_exhausted: bool) -> 
     if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
         return Failure::Timeout(limits.timeout);
     }
-    let message = format!("{error:#}");
+    // The trap's backtrace names guest functions: cut like the guest's own error messages.
+    let message = truncate(format!("{error:#}"), limits.error_bytes);
     if memory_exhausted {
         Failure::OutOfMemory(format!(
             "the limit is {} bytes: {message}",

@@ -153,6 +153,8 @@ impl Host {
                 })
                 .await;
             });
+            // A module changed while the first ones loaded has no event of its own.
+            shared.rescan().await;
             Some(watcher)
         } else {
             None
@@ -238,7 +240,7 @@ impl Observer {
 impl Shared {
     /// Loads, validates and checks the grants of one configured module.
     async fn prepare(&self, config: &ModuleConfig) -> Result<(Arc<Module>, Settings), HostError> {
-        let limits = limits(config);
+        let limits = Limits::from(config.limits);
         let module = module::load(&self.runtime, &config.path, &limits).await?;
         let settings = settings(config, &module.metadata, limits, self.queue);
         let needed = permissions::required(&module.metadata, &settings.namespaces);
@@ -371,21 +373,6 @@ fn log_loaded(guest: &str, module: &Module, message: &str) {
 
 fn log_reloaded(guest: &str, module: &Module, took: Duration, message: &str) {
     tracing::info!(guest, path = %module.path.display(), digest = %module.digest, from_cache = module.from_cache, took = ?took, "{message}");
-}
-
-fn limits(config: &ModuleConfig) -> Limits {
-    let bytes = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-    let limits = &config.limits;
-    Limits {
-        timeout: limits.timeout,
-        memory_bytes: bytes(limits.memory_bytes),
-        host_call_timeout: limits.host_call_timeout,
-        write_bytes: bytes(limits.write_bytes),
-        log_bytes: bytes(limits.log_bytes),
-        error_bytes: bytes(limits.error_bytes),
-        map_keys: usize::try_from(limits.map_keys).unwrap_or(usize::MAX),
-        log_lines_per_second: limits.log_lines_per_second,
-    }
 }
 
 fn settings(
