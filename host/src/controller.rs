@@ -21,7 +21,7 @@ use crate::cache::{CachedObject, Change, ObjectKey};
 use crate::config::Grant;
 use crate::dispatch::{self, Entry, Failure, Outcome};
 use crate::health::{Health, Streak};
-use crate::imports::GuestEnv;
+use crate::imports::{GuestEnv, kind_of};
 use crate::module::{Mapping, Module};
 use crate::permissions::Permissions;
 use crate::queue::{QueueConfig, WorkQueue};
@@ -248,11 +248,11 @@ impl Controller {
                 .as_str()
                 .zip(object.value["kind"].as_str())
                 .map(|(api_version, kind)| {
-                    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+                    let kind = kind_of(api_version, kind);
                     types::Gvk {
-                        group: group.into(),
-                        version: version.into(),
-                        kind: kind.into(),
+                        group: kind.group,
+                        version: kind.version,
+                        kind: kind.kind,
                     }
                 });
             let Some(kind) = kind else { continue };

@@ -225,11 +225,7 @@ impl CallContext {
         let kind = value["kind"]
             .as_str()
             .ok_or_else(|| CallError::Invalid("object has no kind".into()))?;
-        let (group, version) = match api_version.split_once('/') {
-            Some((group, version)) => (group, version),
-            None => ("", api_version),
-        };
-        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let gvk = kind_of(api_version, kind);
         let name = value["metadata"]["name"]
             .as_str()
             .filter(|n| !n.is_empty())
@@ -303,6 +299,13 @@ impl CallContext {
         };
         self.timed(self.env.backend.apply(request)).await
     }
+}
+
+/// The kind named by an object's `apiVersion` (`group/version`, or `version` for the core
+/// group) and `kind`.
+pub fn kind_of(api_version: &str, kind: &str) -> GroupVersionKind {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    GroupVersionKind::gvk(group, version, kind)
 }
 
 /// `apiVersion` of a kind: `group/version`, or `version` for the core group.

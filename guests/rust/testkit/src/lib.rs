@@ -34,9 +34,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use kube::api::GroupVersionKind;
 use kubewasm::backend::Backend;
 use kubewasm::dispatch::Entry;
+use kubewasm::imports::kind_of;
 use kubewasm::module::{self, Metadata, Module};
 use kubewasm::runtime::{Limits, Runtime};
 use serde_json::Value;
@@ -165,7 +165,7 @@ impl Harness {
         namespace: Option<&str>,
         name: &str,
     ) -> Option<Value> {
-        let kind = gvk(api_version, kind);
+        let kind = kind_of(api_version, kind);
         let found = self
             .backend
             .get(&kind, namespace, name)
@@ -176,7 +176,7 @@ impl Harness {
     /// The fixture's objects of this `apiVersion` and `kind`, in one namespace or all, ordered
     /// by namespace then name.
     pub fn list(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> Vec<Value> {
-        let kind = gvk(api_version, kind);
+        let kind = kind_of(api_version, kind);
         let found = self
             .backend
             .list(&kind, namespace, None)
@@ -186,11 +186,6 @@ impl Harness {
             .map(|json| serde_json::from_str(json).expect("the fixture holds JSON"))
             .collect()
     }
-}
-
-fn gvk(api_version: &str, kind: &str) -> GroupVersionKind {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    GroupVersionKind::gvk(group, version, kind)
 }
 
 /// The process's deterministic WebAssembly runtime.
