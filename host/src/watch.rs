@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -44,7 +44,7 @@ pub struct Informer {
     store: Store,
     handlers: Mutex<Vec<(u64, Handler)>>,
     synced: signal::Receiver<bool>,
-    task: tokio::task::AbortHandle,
+    task: OnceLock<tokio::task::AbortHandle>,
 }
 
 impl Informer {
@@ -135,7 +135,9 @@ impl Informer {
 
 impl Drop for Informer {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(task) = self.task.get() {
+            task.abort();
+        }
         tracing::debug!(kind = ?self.key.kind, namespace = ?self.key.namespace, selector = ?self.key.selector, "informer stopped: no guest needs it");
     }
 }
@@ -245,22 +247,23 @@ impl Informers {
         }
         running.retain(|_, informer| informer.strong_count() > 0);
         let (synced_tx, synced) = signal::channel(false);
-        let informer = Arc::new_cyclic(|weak: &Weak<Informer>| {
-            let task = tokio::spawn(run(
-                self.resources.clone(),
-                key.clone(),
-                weak.clone(),
-                synced_tx,
-            ));
-            Informer {
-                key: key.clone(),
-                selector: selector.cloned(),
-                store: Store::default(),
-                handlers: Mutex::default(),
-                synced,
-                task: task.abort_handle(),
-            }
+        let informer = Arc::new(Informer {
+            key: key.clone(),
+            selector: selector.cloned(),
+            store: Store::default(),
+            handlers: Mutex::default(),
+            synced,
+            task: OnceLock::new(),
         });
+        // Spawned once the informer exists: a task that found no informer behind its weak
+        // reference would take it for stopped and end before listing.
+        let task = tokio::spawn(run(
+            self.resources.clone(),
+            key.clone(),
+            Arc::downgrade(&informer),
+            synced_tx,
+        ));
+        let _ = informer.task.set(task.abort_handle());
         tracing::debug!(kind = ?key.kind, namespace = ?key.namespace, selector = ?key.selector, "informer started");
         running.insert(key, Arc::downgrade(&informer));
         informer
@@ -305,6 +308,7 @@ async fn run(
             Ok(Event::InitApply(object)) => listing.push(CachedObject::new(object)),
             Ok(Event::InitDone) => {
                 let objects = std::mem::take(&mut listing);
+                tracing::debug!(kind = ?key.kind, namespace = ?key.namespace, objects = objects.len(), "informer listed");
                 // Marked synced under the handlers lock: a handler that subscribes before gets
                 // the listed objects as changes, one that subscribes after replays the store.
                 informer.emit(|store| {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use kubewasm_testkit::build;
+use tempfile::TempDir;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -21,12 +22,12 @@ fn website() -> PathBuf {
     build(workspace().join("examples/website/rust"))
 }
 
-/// A fresh, empty folder for one test.
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kubewasm-commands-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh, empty folder for one test, removed when dropped.
+fn scratch(test: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("kubewasm-commands-{test}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn write(dir: &Path, file: &str, contents: impl AsRef<[u8]>) -> PathBuf {
@@ -115,22 +116,23 @@ fn check_prints_what_a_module_declares_and_needs() {
 
 #[test]
 fn check_refuses_what_the_host_would_not_load() {
-    let dir = scratch("check-refuses");
+    let tmp = scratch("check-refuses");
+    let dir = tmp.path();
     assert_refused(&dir.join("missing.wasm"), &["reading", "missing.wasm"]);
-    let text = write(&dir, "text.wasm", "not a component\n");
+    let text = write(dir, "text.wasm", "not a component\n");
     assert_refused(&text, &["is not a valid WebAssembly component"]);
-    let core = write(&dir, "core.wasm", b"\0asm\x01\0\0\0");
+    let core = write(dir, "core.wasm", b"\0asm\x01\0\0\0");
     assert_refused(
         &core,
         &["is not a valid WebAssembly component", "a wasm module"],
     );
     let bytes = std::fs::read(podset()).unwrap();
-    let truncated = write(&dir, "truncated.wasm", &bytes[..bytes.len() / 2]);
+    let truncated = write(dir, "truncated.wasm", &bytes[..bytes.len() / 2]);
     assert_refused(
         &truncated,
         &["truncated.wasm is not a valid WebAssembly component"],
     );
-    let empty = write(&dir, "empty.wasm", b"\0asm\x0d\0\x01\0");
+    let empty = write(dir, "empty.wasm", b"\0asm\x0d\0\x01\0");
     assert_refused(
         &empty,
         &[
@@ -151,13 +153,14 @@ fn check_refuses_what_the_host_would_not_load() {
 
 #[test]
 fn check_compares_the_grants_of_the_module_entry() {
-    let dir = scratch("check-grants");
+    let tmp = scratch("check-grants");
+    let dir = tmp.path();
     let podset = podset();
     let check =
         |config: &Path| kubewasm([Path::new("check"), &podset, "--config".as_ref(), config]);
 
     let narrow = write(
-        &dir,
+        dir,
         "narrow.yaml",
         format!(
             "modules:
@@ -193,7 +196,7 @@ fn check_compares_the_grants_of_the_module_entry() {
     );
 
     let wide = write(
-        &dir,
+        dir,
         "wide.yaml",
         "modules:
   - path: elsewhere/podset.wasm
@@ -215,7 +218,7 @@ fn check_compares_the_grants_of_the_module_entry() {
     );
 
     let open = write(
-        &dir,
+        dir,
         "open.yaml",
         "modules:\n  - path: a.wasm\n  - path: b.wasm\n    name: podset\n",
     );
@@ -230,7 +233,7 @@ fn check_compares_the_grants_of_the_module_entry() {
         ],
     );
 
-    let unrelated = write(&dir, "unrelated.yaml", "modules:\n  - path: other.wasm\n");
+    let unrelated = write(dir, "unrelated.yaml", "modules:\n  - path: other.wasm\n");
     let run = check(&unrelated);
     assert!(!run.ok);
     assert_contains(&run.stderr, &["has no module with path", "or named podset"]);
@@ -295,10 +298,11 @@ fn render_prints_the_writes_of_the_podset_sample_the_same_every_time() {
 
 #[test]
 fn render_reads_the_cache_from_files_and_folders() {
-    let dir = scratch("render-cache");
-    let object = write(&dir, "podset.yaml", PODSET);
+    let tmp = scratch("render-cache");
+    let dir = tmp.path();
+    let object = write(dir, "podset.yaml", PODSET);
     write(
-        &dir,
+        dir,
         "cluster/orphan.yaml",
         "apiVersion: v1
 kind: Pod
@@ -307,7 +311,7 @@ metadata: {name: orphan, namespace: shop, resourceVersion: '4', labels: {app: we
 ",
     );
     write(
-        &dir,
+        dir,
         "cluster/owned.json",
         r#"{"apiVersion": "v1", "kind": "List", "items": [
              {"apiVersion": "v1", "kind": "Pod",
@@ -317,7 +321,7 @@ metadata: {name: orphan, namespace: shop, resourceVersion: '4', labels: {app: we
                              "kind": "PodSet", "name": "web", "uid": "podset-uid",
                              "controller": true}]}}]}"#,
     );
-    write(&dir, "cluster/ignored.txt", "not an object");
+    write(dir, "cluster/ignored.txt", "not an object");
     let run = kubewasm([
         Path::new("render"),
         &podset(),
@@ -348,9 +352,10 @@ metadata: {name: orphan, namespace: shop, resourceVersion: '4', labels: {app: we
 
 #[test]
 fn render_shows_the_finalize_path_and_guest_failures() {
-    let dir = scratch("render-results");
+    let tmp = scratch("render-results");
+    let dir = tmp.path();
     let deleting = write(
-        &dir,
+        dir,
         "website.yaml",
         "apiVersion: kubewasm.dev/v1alpha1
 kind: Website
@@ -362,7 +367,7 @@ metadata:
 ",
     );
     let index = write(
-        &dir,
+        dir,
         "index.yaml",
         "apiVersion: v1
 kind: ConfigMap
@@ -399,7 +404,7 @@ result:
     );
 
     let invalid = write(
-        &dir,
+        dir,
         "invalid.yaml",
         PODSET.replace("      app: web\n  template", "      app: db\n  template"),
     );
@@ -421,9 +426,10 @@ result:
 
 #[test]
 fn render_refuses_what_the_host_would_never_run() {
-    let dir = scratch("render-refuses");
+    let tmp = scratch("render-refuses");
+    let dir = tmp.path();
     let podset = podset();
-    let object = write(&dir, "podset.yaml", PODSET);
+    let object = write(dir, "podset.yaml", PODSET);
     let render = |module: &Path, object: &Path, extra: &[&str]| {
         let mut args = vec![
             "render".into(),
@@ -441,7 +447,7 @@ fn render_refuses_what_the_host_would_never_run() {
     let stderr = render(&podset, &object, &["--finalize"]);
     assert_contains(&stderr, &["module podset declares no finalizer"]);
     let pod = write(
-        &dir,
+        dir,
         "pod.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: shop}\n",
     );
@@ -450,19 +456,19 @@ fn render_refuses_what_the_host_would_never_run() {
         &stderr,
         &["the host never calls podset with this object: it is a v1 Pod"],
     );
-    let two = write(&dir, "two.yaml", format!("{PODSET}---\n{PODSET}"));
+    let two = write(dir, "two.yaml", format!("{PODSET}---\n{PODSET}"));
     assert_contains(&render(&podset, &two, &[]), &["holds 2 objects"]);
-    let nameless = write(&dir, "nameless.yaml", "apiVersion: v1\nkind: Pod\n");
+    let nameless = write(dir, "nameless.yaml", "apiVersion: v1\nkind: Pod\n");
     assert_contains(
         &render(&podset, &nameless, &[]),
         &["nameless.yaml, document 1: no metadata.name"],
     );
-    let broken = write(&dir, "broken.yaml", "kind: [\n");
+    let broken = write(dir, "broken.yaml", "kind: [\n");
     assert_contains(&render(&podset, &broken, &[]), &["broken.yaml"]);
     let stderr = render(&podset, &object, &["--cache", "missing-folder"]);
     assert_contains(&stderr, &["reading missing-folder"]);
     let truncated = write(
-        &dir,
+        dir,
         "truncated.wasm",
         &std::fs::read(&podset).unwrap()[..4096],
     );
@@ -474,7 +480,8 @@ fn render_refuses_what_the_host_would_never_run() {
 
 #[test]
 fn new_creates_a_guest_crate_named_after_the_controller() {
-    let dir = scratch("new");
+    let tmp = scratch("new");
+    let dir = tmp.path();
     let target = dir.join("hello");
     let run = kubewasm([
         Path::new("new"),

@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
+use tempfile::TempDir;
 
 /// A running control plane.
 pub struct ControlPlane {
@@ -275,6 +276,7 @@ pub fn host_binary() -> PathBuf {
 pub struct HostProcess {
     child: Child,
     log: PathBuf,
+    _dir: TempDir,
 }
 
 impl HostProcess {
@@ -287,8 +289,8 @@ impl HostProcess {
     /// Like [`HostProcess::start`], with more arguments to `kubewasm run`. The metrics and health
     /// probe listeners are off unless `args` set their addresses, so that hosts run side by side.
     pub fn start_with(name: &str, config: &str, args: &[&str]) -> Result<Self> {
-        let dir = std::env::temp_dir().join(format!("kubewasm-host-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
+        let scratch = host_dir(name)?;
+        let dir = scratch.path();
         let config_path = dir.join("config.yaml");
         std::fs::write(&config_path, config)?;
         let log = dir.join("host.log");
@@ -307,7 +309,11 @@ impl HostProcess {
             .stderr(output)
             .spawn()
             .context("starting kubewasm")?;
-        Ok(Self { child, log })
+        Ok(Self {
+            child,
+            log,
+            _dir: scratch,
+        })
     }
 
     /// The host's log so far.
@@ -325,6 +331,13 @@ impl HostProcess {
     }
 }
 
+/// A folder for one host's configuration and log, removed when dropped.
+fn host_dir(name: &str) -> Result<TempDir> {
+    Ok(tempfile::Builder::new()
+        .prefix(&format!("kubewasm-host-{name}-"))
+        .tempdir()?)
+}
+
 /// `kubewasm run` arguments turning off the HTTP listeners that `args` do not configure.
 fn listeners_off(args: &[&str]) -> Vec<&'static str> {
     ["--metrics-bind-address", "--health-probe-bind-address"]
@@ -337,9 +350,8 @@ fn listeners_off(args: &[&str]) -> Vec<&'static str> {
 /// Runs `kubewasm run` with `config` against the test control plane until it exits by itself,
 /// and returns its exit status and everything it printed. Its HTTP listeners are off.
 pub fn run_host_to_exit(name: &str, config: &str) -> Result<(std::process::ExitStatus, String)> {
-    let dir = std::env::temp_dir().join(format!("kubewasm-host-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let config_path = dir.join("config.yaml");
+    let dir = host_dir(name)?;
+    let config_path = dir.path().join("config.yaml");
     std::fs::write(&config_path, config)?;
     let output = Command::new(host_binary())
         .arg("run")

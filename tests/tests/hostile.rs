@@ -326,8 +326,10 @@ fn broken_modules(dir: &Path) -> Result<Vec<(PathBuf, &'static str)>> {
 #[tokio::test]
 async fn a_module_that_is_not_a_controller_component_stops_the_host_at_startup() -> Result<()> {
     let ns = control_plane().namespace("broken").await?;
-    let dir = std::env::temp_dir().join(format!("kubewasm-broken-{}", std::process::id()));
-    for (i, (path, problem)) in broken_modules(&dir)?.into_iter().enumerate() {
+    let dir = tempfile::Builder::new()
+        .prefix("kubewasm-broken-")
+        .tempdir()?;
+    for (i, (path, problem)) in broken_modules(dir.path())?.into_iter().enumerate() {
         let config = format!(
             "modules:\n{}  - path: {}\n",
             module("mirror", ns.name(), ""),

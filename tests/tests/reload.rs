@@ -13,6 +13,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use kubewasm_tests::{HostProcess, WAIT, control_plane, eventually, guest_wasm_with, with_host};
 use serde_json::json;
+use tempfile::TempDir;
 
 fn build(version: &str) -> PathBuf {
     match version {
@@ -30,11 +31,10 @@ fn install(path: &Path, version: &str) -> Result<()> {
 }
 
 /// A folder of its own for one test's module files.
-fn module_dir(name: &str) -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("kubewasm-reload-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+fn module_dir(name: &str) -> Result<TempDir> {
+    Ok(tempfile::Builder::new()
+        .prefix(&format!("kubewasm-reload-{name}-"))
+        .tempdir()?)
 }
 
 fn config(path: &Path, namespace: &str) -> String {
@@ -98,7 +98,8 @@ async fn changed_invalid_and_removed_modules() -> Result<()> {
     let plane = control_plane();
     let client = plane.client().await?;
     let ns = plane.namespace("reload").await?;
-    let dir = module_dir("files")?;
+    let tmp = module_dir("files")?;
+    let dir = tmp.path();
     let module = dir.join("mirror.wasm");
     install(&module, "v1")?;
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
@@ -158,15 +159,15 @@ async fn changed_invalid_and_removed_modules() -> Result<()> {
 /// The layout kubelet gives a ConfigMap volume: `mirror.wasm -> ..data/mirror.wasm`,
 /// `..data -> ..<timestamp>`, updated by swapping `..data` in one rename.
 struct ConfigMapVolume {
-    dir: PathBuf,
+    dir: TempDir,
     generation: u32,
 }
 
 impl ConfigMapVolume {
-    fn new(dir: PathBuf, version: &str) -> Result<Self> {
+    fn new(dir: TempDir, version: &str) -> Result<Self> {
         let mut volume = Self { dir, generation: 0 };
         volume.update(version)?;
-        std::os::unix::fs::symlink("..data/mirror.wasm", volume.dir.join("mirror.wasm"))?;
+        std::os::unix::fs::symlink("..data/mirror.wasm", volume.dir.path().join("mirror.wasm"))?;
         Ok(volume)
     }
 
@@ -174,12 +175,15 @@ impl ConfigMapVolume {
         let old = format!("..gen_{}", self.generation);
         self.generation += 1;
         let new = format!("..gen_{}", self.generation);
-        std::fs::create_dir(self.dir.join(&new))?;
-        std::fs::copy(build(version), self.dir.join(&new).join("mirror.wasm"))?;
-        let staged = self.dir.join("..data_tmp");
+        std::fs::create_dir(self.dir.path().join(&new))?;
+        std::fs::copy(
+            build(version),
+            self.dir.path().join(&new).join("mirror.wasm"),
+        )?;
+        let staged = self.dir.path().join("..data_tmp");
         std::os::unix::fs::symlink(&new, &staged)?;
-        std::fs::rename(&staged, self.dir.join("..data"))?;
-        let _ = std::fs::remove_dir_all(self.dir.join(old));
+        std::fs::rename(&staged, self.dir.path().join("..data"))?;
+        let _ = std::fs::remove_dir_all(self.dir.path().join(old));
         Ok(())
     }
 }
@@ -190,7 +194,7 @@ async fn a_configmap_volume_update_is_followed() -> Result<()> {
     let client = plane.client().await?;
     let ns = plane.namespace("volume").await?;
     let mut volume = ConfigMapVolume::new(module_dir("volume")?, "v1")?;
-    let module = volume.dir.join("mirror.wasm");
+    let module = volume.dir.path().join("mirror.wasm");
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
     with_host(ns.name(), &config(&module, ns.name()), async |host| {
         let names = vec!["page".to_owned()];
@@ -208,7 +212,8 @@ async fn a_configmap_volume_update_is_followed() -> Result<()> {
 async fn a_restart_reads_compiled_modules_from_the_cache() -> Result<()> {
     let plane = control_plane();
     let ns = plane.namespace("cache").await?;
-    let dir = module_dir("cache")?;
+    let tmp = module_dir("cache")?;
+    let dir = tmp.path();
     let module = dir.join("mirror.wasm");
     install(&module, "v1")?;
     let cache = dir.join("compiled");
@@ -242,7 +247,8 @@ async fn no_reconcile_is_lost_while_modules_are_swapped_under_load() -> Result<(
     let plane = control_plane();
     let client = plane.client().await?;
     let ns = plane.namespace("churn").await?;
-    let dir = module_dir("churn")?;
+    let tmp = module_dir("churn")?;
+    let dir = tmp.path();
     let module = dir.join("mirror.wasm");
     install(&module, "v1")?;
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
