@@ -25,12 +25,22 @@
 //! queue:                         # optional
 //!   baseBackoffMs: 5
 //!   maxBackoffSeconds: 1000
+//! metrics:                       # optional; `run --metrics-bind-address` wins
+//!   bindAddress: ":8080"         # HOST:PORT, :PORT for every interface, or "0" for none
+//! health:                        # optional; `run --health-probe-bind-address` wins
+//!   healthProbeBindAddress: ":8081"
+//! leaderElection:                # optional; the `run --leader-elect*` flags win
+//!   leaderElect: true
+//!   resourceNamespace: kubewasm-system
+//!   resourceName: kubewasm-leader
 //! ```
 //!
 //! Unknown fields are errors, so typos do not silently fall back to defaults.
 
 use std::collections::BTreeSet;
+use std::net::{AddrParseError, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -119,6 +129,43 @@ pub struct Config {
     pub modules: Vec<ModuleConfig>,
     /// Backoff of every controller's workqueue (client-go's defaults when absent).
     pub queue: QueueConfig,
+    /// Settings of the host process that `kubewasm run` flags override.
+    pub manager: ManagerConfig,
+}
+
+/// Settings of the host process, each also a `kubewasm run` flag; `None` leaves it to the flag
+/// or the flag's default.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ManagerConfig {
+    /// `metrics.bindAddress`: where /metrics and /status are served.
+    pub metrics_bind_address: Option<BindAddress>,
+    /// `health.healthProbeBindAddress`: where /healthz and /readyz are served.
+    pub health_probe_bind_address: Option<BindAddress>,
+    /// `leaderElection.leaderElect`: whether to reconcile only while holding the Lease.
+    pub leader_elect: Option<bool>,
+    /// `leaderElection.resourceNamespace`: the Lease's namespace, a DNS-1123 label.
+    pub leader_election_namespace: Option<String>,
+    /// `leaderElection.resourceName`: the Lease's name, a DNS-1123 subdomain.
+    pub leader_election_id: Option<String>,
+}
+
+/// An address to listen on, or none (`0`). `:PORT` means every IPv4 interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BindAddress(pub Option<SocketAddr>);
+
+impl FromStr for BindAddress {
+    type Err = AddrParseError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text == "0" {
+            return Ok(Self(None));
+        }
+        let address = match text.strip_prefix(':') {
+            Some(port) => format!("0.0.0.0:{port}").parse(),
+            None => text.parse(),
+        };
+        address.map(|a| Self(Some(a)))
+    }
 }
 
 /// One module to load, with the file's overrides of what the module declares.
@@ -305,6 +352,29 @@ struct RawConfig {
     #[serde(default)]
     modules: Vec<RawModule>,
     queue: Option<RawQueue>,
+    metrics: Option<RawMetrics>,
+    health: Option<RawHealth>,
+    leader_election: Option<RawLeaderElection>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawMetrics {
+    bind_address: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawHealth {
+    health_probe_bind_address: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawLeaderElection {
+    leader_elect: Option<bool>,
+    resource_namespace: Option<String>,
+    resource_name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -364,6 +434,9 @@ fn parse(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
     let raw = raw.unwrap_or(RawConfig {
         modules: Vec::new(),
         queue: None,
+        metrics: None,
+        health: None,
+        leader_election: None,
     });
     if raw.modules.is_empty() {
         return Err(invalid("modules", "at least one module is required"));
@@ -390,7 +463,57 @@ fn parse(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
     let queue = raw
         .queue
         .map_or_else(|| Ok(QueueConfig::default()), validate_queue)?;
-    Ok(Config { modules, queue })
+    let manager = validate_manager(raw.metrics, raw.health, raw.leader_election)?;
+    Ok(Config {
+        modules,
+        queue,
+        manager,
+    })
+}
+
+fn validate_manager(
+    metrics: Option<RawMetrics>,
+    health: Option<RawHealth>,
+    election: Option<RawLeaderElection>,
+) -> Result<ManagerConfig, ConfigError> {
+    let address = |text: Option<String>, field: &str| {
+        text.map(|text| {
+            text.parse::<BindAddress>()
+                .map_err(|_| invalid(field, format!("{text:?} is not HOST:PORT, :PORT or \"0\"")))
+        })
+        .transpose()
+    };
+    let election = election.unwrap_or(RawLeaderElection {
+        leader_elect: None,
+        resource_namespace: None,
+        resource_name: None,
+    });
+    if let Some(namespace) = &election.resource_namespace
+        && !is_dns1123_label(namespace)
+    {
+        return Err(invalid(
+            "leaderElection.resourceNamespace",
+            format!("{namespace:?} is not a valid namespace name (a DNS-1123 label)"),
+        ));
+    }
+    if let Some(name) = &election.resource_name
+        && !is_dns1123_subdomain(name)
+    {
+        return Err(invalid(
+            "leaderElection.resourceName",
+            format!("{name:?} is not a valid Lease name (a DNS-1123 subdomain)"),
+        ));
+    }
+    Ok(ManagerConfig {
+        metrics_bind_address: address(metrics.and_then(|m| m.bind_address), "metrics.bindAddress")?,
+        health_probe_bind_address: address(
+            health.and_then(|h| h.health_probe_bind_address),
+            "health.healthProbeBindAddress",
+        )?,
+        leader_elect: election.leader_elect,
+        leader_election_namespace: election.resource_namespace,
+        leader_election_id: election.resource_name,
+    })
 }
 
 fn validate_module(raw: RawModule, at: &str, base_dir: &Path) -> Result<ModuleConfig, ConfigError> {
@@ -856,6 +979,7 @@ queue:
                     },
                     grants: None,
                 }],
+                manager: ManagerConfig::default(),
                 queue: QueueConfig {
                     base_delay: Duration::from_millis(5),
                     max_delay: Duration::from_secs(1000),

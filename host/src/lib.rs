@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod module;
 pub mod permissions;
 pub mod queue;
+pub mod rbac;
 pub mod reload;
 pub mod render;
 pub mod runtime;

@@ -16,7 +16,7 @@ use kubewasm::host::{Host, HostError};
 use kubewasm::leader::{self, ElectionConfig, LeaderElector, LeaderError, Leadership};
 use kubewasm::runtime::Runtime;
 use kubewasm::serve::{self, Started};
-use kubewasm::{check, render, scaffold};
+use kubewasm::{check, rbac, render, scaffold};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -27,21 +27,15 @@ use tracing_subscriber::EnvFilter;
 async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run {
-            config,
-            kubeconfig,
-            compile_cache_dir,
-            no_compile_cache,
-            no_reload,
-            metrics_bind_address,
-            health_probe_bind_address,
-            leader_elect,
-            leader_election_namespace,
-            leader_election_id,
-        } => {
+        Command::Run(args) => {
             init_logs(cli.log_format);
-            let config = Config::load(&config)?;
-            let servers = serve::bind(metrics_bind_address.0, health_probe_bind_address.0).await?;
+            let config = Config::load(&args.config)?;
+            let manager = args.manager(&config.manager);
+            let servers = serve::bind(
+                manager.metrics_bind_address,
+                manager.health_probe_bind_address,
+            )
+            .await?;
             let started = Started::default();
             let shutdown = CancellationToken::new();
             for server in servers {
@@ -50,10 +44,12 @@ async fn main() -> anyhow::Result<ExitCode> {
                 tokio::spawn(server.run(started.clone(), shutdown.clone()));
             }
             tokio::spawn(stop_on_signal(shutdown.clone()));
-            let client = client(kubeconfig.as_deref()).await?;
-            let leadership = if leader_elect {
-                let namespace = leader_election_namespace.unwrap_or_else(leader::default_namespace);
-                let election = ElectionConfig::new(namespace, leader_election_id);
+            let client = client(args.kubeconfig.as_deref()).await?;
+            let leadership = if manager.leader_elect {
+                let namespace = manager
+                    .leader_election_namespace
+                    .unwrap_or_else(leader::default_namespace);
+                let election = ElectionConfig::new(namespace, manager.leader_election_id);
                 started.set_standby(true);
                 let leadership =
                     lead(LeaderElector::new(client.clone(), election), &shutdown).await?;
@@ -66,12 +62,12 @@ async fn main() -> anyhow::Result<ExitCode> {
                 None
             };
             let mut runtime = Runtime::new()?;
-            if !no_compile_cache
-                && let Some(dir) = compile_cache_dir.or_else(CompileCache::default_dir)
+            if !args.no_compile_cache
+                && let Some(dir) = args.compile_cache_dir.or_else(CompileCache::default_dir)
             {
                 runtime = runtime.with_compile_cache(dir);
             }
-            let host = Host::start(&config, client, runtime, !no_reload);
+            let host = Host::start(&config, client, runtime, !args.no_reload);
             return run_host(host, started, shutdown, leadership).await;
         }
         Command::Check { module, config } => {
@@ -104,6 +100,23 @@ async fn main() -> anyhow::Result<ExitCode> {
             };
             match render::render_files(&module, &object, &cache, entry).await {
                 Ok(rendered) => print!("{}", rendered.to_yaml()),
+                Err(error) => return Ok(fail(error)),
+            }
+        }
+        Command::Rbac {
+            config,
+            modules,
+            name,
+            service_account: (service_account_namespace, service_account),
+        } => {
+            init_debug_logs();
+            let target = rbac::Target {
+                name,
+                service_account_namespace,
+                service_account,
+            };
+            match rbac::for_config(&config, &modules, &target).await {
+                Ok(rbac) => print!("{}", rbac.to_yaml()),
                 Err(error) => return Ok(fail(error)),
             }
         }
@@ -217,16 +230,28 @@ fn init_debug_logs() {
     }
 }
 
+/// The API client, configured as controller-runtime's: `--kubeconfig`, else $KUBECONFIG, else
+/// the in-cluster service account, else ~/.kube/config.
 async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
-        }
-        None => kube::Config::infer()
+    let from_file = async |path: &std::path::Path| {
+        let kubeconfig =
+            Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+        anyhow::Ok(
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?,
+        )
+    };
+    let config = if let Some(path) = kubeconfig {
+        from_file(path).await?
+    } else if let Some(path) = std::env::var_os("KUBECONFIG").filter(|p| !p.is_empty()) {
+        kube::Config::from_kubeconfig(&KubeConfigOptions::default())
             .await
-            .context("no kubeconfig and not running in a cluster")?,
+            .with_context(|| format!("reading $KUBECONFIG ({})", path.display()))?
+    } else if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        kube::Config::incluster().context("loading the in-cluster service account")?
+    } else {
+        kube::Config::infer()
+            .await
+            .context("no --kubeconfig, no $KUBECONFIG, not in a cluster, no ~/.kube/config")?
     };
     Ok(kube::Client::try_from(config)?)
 }

@@ -276,6 +276,18 @@ impl Informers {
     }
 }
 
+/// The API server's message when `error` is an authorization failure (403).
+fn forbidden(error: &watcher::Error) -> Option<&str> {
+    let status = match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status))
+        | watcher::Error::WatchError(status) => status,
+        _ => return None,
+    };
+    (status.code == 403).then_some(status.message.as_str())
+}
+
 async fn run(
     resources: Arc<Resources>,
     key: InformerKey,
@@ -327,9 +339,18 @@ async fn run(
                 let deleted = CachedObject::new(object);
                 informer.emit(|store| store.remove(&deleted).into_iter().collect());
             }
-            Err(error) => {
-                tracing::warn!(kind = ?key.kind, namespace = ?key.namespace, %error, "watch failed; retrying")
-            }
+            Err(error) => match forbidden(&error) {
+                Some(message) => tracing::error!(
+                    kind = ?key.kind,
+                    namespace = ?key.namespace,
+                    %message,
+                    "the host's credentials may not list and watch this kind: grant get, list and \
+                     watch on it (`kubewasm rbac` prints what the modules need); retrying"
+                ),
+                None => {
+                    tracing::warn!(kind = ?key.kind, namespace = ?key.namespace, %error, "watch failed; retrying")
+                }
+            },
         }
     }
 }

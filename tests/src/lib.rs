@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -261,6 +261,37 @@ pub fn module_config(package: &str, namespace: &str) -> String {
     )
 }
 
+/// The `kubectl` built with the control plane by `deploy/local/cluster build`.
+pub fn kubectl() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| built_by("deploy/local/cluster", &["build"]).join("kubectl"))
+        .clone()
+}
+
+/// The `helm` built by `deploy/local/helm/build` (from the Go module proxy on first use, then
+/// cached).
+pub fn helm() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| built_by("deploy/local/helm/build", &[]))
+        .clone()
+}
+
+/// Runs a build script of the repository and returns the path it prints last.
+fn built_by(script: &str, args: &[&str]) -> PathBuf {
+    let output = Command::new(repo_root().join(script))
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|error| panic!("running {script}: {error}"));
+    assert!(
+        output.status.success(),
+        "{script} failed with {}",
+        output.status
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    PathBuf::from(stdout.lines().last().unwrap_or_default())
+}
+
 /// Builds the `kubewasm` binary (once per test process) and returns its path.
 pub fn host_binary() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
@@ -289,18 +320,65 @@ impl HostProcess {
     /// Like [`HostProcess::start`], with more arguments to `kubewasm run`. The metrics and health
     /// probe listeners are off unless `args` set their addresses, so that hosts run side by side.
     pub fn start_with(name: &str, config: &str, args: &[&str]) -> Result<Self> {
-        let scratch = host_dir(name)?;
-        let dir = scratch.path();
-        let config_path = dir.join("config.yaml");
-        std::fs::write(&config_path, config)?;
-        let log = dir.join("host.log");
-        let output = std::fs::File::create(&log)?;
-        let child = Command::new(host_binary())
+        let mut command = Command::new(host_binary());
+        command
             .arg("run")
+            .arg("--kubeconfig")
+            .arg(control_plane().kubeconfig());
+        Self::spawn(host_dir(name)?, command, config, args)
+    }
+
+    /// Starts the host as a pod runs it: without a kubeconfig, with KUBERNETES_SERVICE_HOST
+    /// and KUBERNETES_SERVICE_PORT naming the test API server, and `token`, the cluster's CA
+    /// and `namespace` in /var/run/secrets/kubernetes.io/serviceaccount, mounted in a mount
+    /// namespace of its own (needs root, as kubelet does).
+    pub fn start_in_cluster(
+        name: &str,
+        config: &str,
+        args: &[&str],
+        token: &str,
+        namespace: &str,
+    ) -> Result<Self> {
+        let scratch = host_dir(name)?;
+        let account = scratch.path().join("serviceaccount");
+        std::fs::create_dir(&account)?;
+        let (server, ca) = cluster_endpoint()?;
+        std::fs::write(account.join("token"), token)?;
+        std::fs::write(account.join("ca.crt"), ca)?;
+        std::fs::write(account.join("namespace"), namespace)?;
+        let authority = server
+            .strip_prefix("https://")
+            .with_context(|| format!("{server} is not an https URL"))?;
+        let (host, port) = authority
+            .rsplit_once(':')
+            .with_context(|| format!("{server} names no port"))?;
+        let mut command = Command::new("unshare");
+        command
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(
+                "mount -t tmpfs tmpfs /var/run && \
+                 mkdir -p /var/run/secrets/kubernetes.io/serviceaccount && \
+                 cp \"$0\"/* /var/run/secrets/kubernetes.io/serviceaccount/ && exec \"$@\"",
+            )
+            .arg(&account)
+            .arg(host_binary())
+            .arg("run")
+            .env_remove("KUBECONFIG")
+            .env("HOME", scratch.path())
+            .env("KUBERNETES_SERVICE_HOST", host)
+            .env("KUBERNETES_SERVICE_PORT", port);
+        Self::spawn(scratch, command, config, args)
+    }
+
+    /// Runs `command` (which ends in `kubewasm run`) with the configuration and log in `dir`.
+    fn spawn(dir: TempDir, mut command: Command, config: &str, args: &[&str]) -> Result<Self> {
+        let config_path = dir.path().join("config.yaml");
+        std::fs::write(&config_path, config)?;
+        let log = dir.path().join("host.log");
+        let output = std::fs::File::create(&log)?;
+        let child = command
             .arg("--config")
             .arg(&config_path)
-            .arg("--kubeconfig")
-            .arg(control_plane().kubeconfig())
             .args(listeners_off(args))
             .args(args)
             .env("RUST_LOG", "info,kubewasm=debug")
@@ -312,7 +390,7 @@ impl HostProcess {
         Ok(Self {
             child,
             log,
-            _dir: scratch,
+            _dir: dir,
         })
     }
 
@@ -329,6 +407,82 @@ impl HostProcess {
         anyhow::ensure!(status.success(), "kill -TERM failed");
         Ok(self.child.wait()?.success())
     }
+}
+
+/// The test API server's URL and its CA certificate (PEM), from the admin kubeconfig.
+fn cluster_endpoint() -> Result<(String, Vec<u8>)> {
+    let kubeconfig = Kubeconfig::read_from(control_plane().kubeconfig())?;
+    let cluster = kubeconfig
+        .clusters
+        .first()
+        .and_then(|c| c.cluster.clone())
+        .context("the kubeconfig has no cluster")?;
+    let server = cluster.server.context("the cluster has no server")?;
+    let path = cluster
+        .certificate_authority
+        .context("the cluster names no certificate-authority file")?;
+    let ca = std::fs::read(&path).with_context(|| format!("reading {path}"))?;
+    Ok((server, ca))
+}
+
+/// `N` distinct loopback ports nothing listens on right now.
+pub fn free_ports<const N: usize>() -> Result<[u16; N]> {
+    let listeners = (0..N)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let mut ports = [0; N];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener.local_addr()?.port();
+    }
+    Ok(ports)
+}
+
+/// `GET path` over HTTP/1.1 from `address` (HOST:PORT); the status code and the body.
+pub async fn http_get(address: &str, path: &str) -> Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("no header end in {response:?}"))?;
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("no status in {head:?}"))?;
+    Ok((status, body.to_owned()))
+}
+
+/// Creates the ConfigMap `name` labelled for the `mirror` test guest and waits until a host
+/// running it has written `<name>-mirror` with the same value.
+pub async fn mirrored(config_maps: &Api<ConfigMap>, name: &str) -> Result<()> {
+    let source = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": name, "labels": { "kubewasm.dev/fixture": "mirror" } },
+        "data": { "value": name },
+    });
+    config_maps
+        .patch(
+            name,
+            &kube::api::PatchParams::apply("tests"),
+            &kube::api::Patch::Apply(&source),
+        )
+        .await?;
+    let mirror = format!("{name}-mirror");
+    let found = eventually(&mirror, WAIT, || async {
+        Ok(config_maps.get_opt(&mirror).await?)
+    })
+    .await?;
+    let value = found.data.unwrap_or_default().remove("value");
+    anyhow::ensure!(value.as_deref() == Some(name), "{mirror} holds {value:?}");
+    Ok(())
 }
 
 /// A folder for one host's configuration and log, removed when dropped.
@@ -486,12 +640,20 @@ impl Drop for Recorder {
 
 /// Applies every object of a YAML file (one or more documents) with server-side apply.
 pub async fn apply_yaml(client: &Client, path: &Path, namespace: Option<&str>) -> Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    apply_yaml_text(client, &text, namespace)
+        .await
+        .with_context(|| format!("applying {}", path.display()))
+}
+
+/// Applies every object of YAML `text` with server-side apply, each in its own namespace, else
+/// in `namespace`.
+pub async fn apply_yaml_text(client: &Client, text: &str, namespace: Option<&str>) -> Result<()> {
     use kube::api::{DynamicObject, Patch, PatchParams};
     use kube::discovery::pinned_kind;
     use serde::Deserialize;
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    for document in serde_yaml::Deserializer::from_str(&text) {
+    for document in serde_yaml::Deserializer::from_str(text) {
         let object = DynamicObject::deserialize(document)?;
         let types = object
             .types
@@ -504,6 +666,7 @@ pub async fn apply_yaml(client: &Client, path: &Path, namespace: Option<&str>) -
             .name
             .clone()
             .context("object without a name")?;
+        let namespace = object.metadata.namespace.as_deref().or(namespace);
         let api: Api<DynamicObject> = match (capabilities.scope, namespace) {
             (kube::discovery::Scope::Namespaced, Some(ns)) => {
                 Api::namespaced_with(client.clone(), ns, &resource)
@@ -516,7 +679,7 @@ pub async fn apply_yaml(client: &Client, path: &Path, namespace: Option<&str>) -
             &Patch::Apply(&object),
         )
         .await
-        .with_context(|| format!("applying {name} from {}", path.display()))?;
+        .with_context(|| format!("applying {name}"))?;
     }
     Ok(())
 }

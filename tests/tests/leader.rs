@@ -6,10 +6,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
-use kubewasm_tests::{HostProcess, WAIT, control_plane, eventually, module_config};
-use serde_json::json;
+use kubewasm_tests::{HostProcess, WAIT, control_plane, eventually, mirrored, module_config};
 
 const LEASE: &str = "mirror-leader";
 
@@ -108,26 +106,6 @@ async fn exercise(
         killed.elapsed()
     );
     mirrored(&config_maps, "second").await
-}
-
-/// Creates the labelled source ConfigMap `name` and waits for its mirror.
-async fn mirrored(config_maps: &Api<ConfigMap>, name: &str) -> Result<()> {
-    let source = json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": { "name": name, "labels": { "kubewasm.dev/fixture": "mirror" } },
-        "data": { "value": name },
-    });
-    config_maps
-        .patch(name, &PatchParams::apply("tests"), &Patch::Apply(&source))
-        .await?;
-    let mirror = format!("{name}-mirror");
-    let found = eventually(&mirror, WAIT, || async {
-        Ok(config_maps.get_opt(&mirror).await?)
-    })
-    .await?;
-    let value = found.data.unwrap_or_default().remove("value");
-    ensure!(value.as_deref() == Some(name), "{mirror} holds {value:?}");
-    Ok(())
 }
 
 /// The Lease's holder, if the Lease exists.
