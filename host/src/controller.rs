@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::api::GroupVersionKind;
 use tokio_util::sync::CancellationToken;
@@ -19,9 +19,11 @@ use crate::backend::Scope;
 use crate::bindings::types::{self, Reason};
 use crate::cache::{CachedObject, Change, ObjectKey};
 use crate::config::Grant;
-use crate::dispatch::{self, Entry, Failure, Outcome};
+use crate::dispatch::{self, CallTimes, Entry, Failure, Outcome};
 use crate::health::{Health, Streak};
+use crate::histogram::Histogram;
 use crate::imports::{GuestEnv, kind_of};
+use crate::metrics::RECONCILE_TIME_BUCKETS;
 use crate::module::{Mapping, Module};
 use crate::permissions::Permissions;
 use crate::queue::{QueueConfig, WorkQueue};
@@ -49,10 +51,12 @@ pub struct Settings {
     pub grants: Option<Vec<Grant>>,
 }
 
-/// Counters of a guest's reconciles.
-#[derive(Debug, Default)]
+/// Counters of a guest's reconciles. Every reconcile is timed once and counted once as
+/// succeeded, requeued or failed.
+#[derive(Debug)]
 pub struct Counters {
-    /// Reconciles that returned done.
+    /// Reconciles that returned done, and keys left alone because their object is being deleted
+    /// without the guest's finalizer.
     pub succeeded: AtomicU64,
     /// Reconciles that asked to be requeued after a delay.
     pub requeued: AtomicU64,
@@ -66,6 +70,24 @@ pub struct Counters {
     pub out_of_memory: AtomicU64,
     /// The current run of failed reconciles and the last error.
     pub streak: Streak,
+    /// Time of each reconcile: the whole processing of a dequeued key, finalizers included.
+    pub reconcile_time: Histogram,
+}
+
+impl Default for Counters {
+    /// Nothing counted yet.
+    fn default() -> Self {
+        Self {
+            succeeded: AtomicU64::default(),
+            requeued: AtomicU64::default(),
+            failed: AtomicU64::default(),
+            traps: AtomicU64::default(),
+            timeouts: AtomicU64::default(),
+            out_of_memory: AtomicU64::default(),
+            streak: Streak::default(),
+            reconcile_time: Histogram::new(RECONCILE_TIME_BUCKETS),
+        }
+    }
 }
 
 /// A running guest.
@@ -330,6 +352,11 @@ impl Controller {
         }
     }
 
+    /// How long its instantiations and export calls take.
+    pub fn call_times(&self) -> &CallTimes {
+        &self.env.times
+    }
+
     /// Host calls refused because the kind was not declared or the verb not granted.
     pub fn calls_denied(&self) -> u64 {
         self.env.denied.load(Ordering::Relaxed)
@@ -388,7 +415,9 @@ impl Controller {
             }
         }
         while let Some(item) = self.queue.next().await {
+            let start = Instant::now();
             self.process(&item.key, item.reason).await;
+            self.counters.reconcile_time.observe(start.elapsed());
             self.queue.done(&item.key);
         }
     }
@@ -402,6 +431,7 @@ impl Controller {
             let carries = object.finalizers.iter().any(|f| f == finalizer);
             if object.deleting {
                 if !carries {
+                    self.counters.succeeded.fetch_add(1, Ordering::Relaxed);
                     self.queue.forget(key);
                     return;
                 }

@@ -1,7 +1,8 @@
 //! Calls into a guest: a fresh instance of the pre-linked module for every call, under the
 //! guest's limits. A trap, a missed deadline or exhausted memory fails only that call. Error
 //! messages are cut at the limits' `error_bytes` and `map-keys` results at `map_keys`; what the
-//! guest wrote to stdout and stderr reaches the host's log under the guest's rate limit.
+//! guest wrote to stdout and stderr reaches the host's log under the guest's rate limit. Every
+//! call records its instantiation and export call times in the guest's [`CallTimes`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,8 +10,10 @@ use std::time::{Duration, Instant};
 use crate::backend::{LogLine, Scope};
 use crate::bindings::kubewasm::controller::log::Level;
 use crate::bindings::types;
+use crate::histogram::Histogram;
 use crate::imports::{CallContext, GuestEnv};
 use crate::limits::truncate;
+use crate::metrics::GUEST_CALL_BUCKETS;
 use crate::module::Module;
 use crate::runtime::{CallState, Limits, Runtime};
 
@@ -44,6 +47,25 @@ pub enum Outcome {
     RequeueAfter(Duration),
 }
 
+/// How long one guest's calls take.
+#[derive(Debug)]
+pub struct CallTimes {
+    /// Creating the store and instantiating the component, for each call that got an instance.
+    pub instantiate: Histogram,
+    /// The export call, until it returned, trapped or ran past its deadline.
+    pub call: Histogram,
+}
+
+impl Default for CallTimes {
+    /// Nothing recorded yet.
+    fn default() -> Self {
+        Self {
+            instantiate: Histogram::new(GUEST_CALL_BUCKETS),
+            call: Histogram::new(GUEST_CALL_BUCKETS),
+        }
+    }
+}
+
 /// Which export to call with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Entry {
@@ -63,6 +85,7 @@ pub async fn call(
     entry: Entry,
     request: types::Request,
 ) -> Result<Outcome, Failure> {
+    let start = Instant::now();
     let context = CallContext {
         env: env.clone(),
         scope: Some(scope),
@@ -70,11 +93,15 @@ pub async fn call(
     let mut store = runtime.store(context, limits);
     let result = async {
         let instance = module.pre.instantiate_async(&mut store).await?;
+        let instantiated = Instant::now();
+        env.times.instantiate.observe(instantiated - start);
         let guest = instance.kubewasm_controller_guest();
-        match entry {
+        let result = match entry {
             Entry::Reconcile => guest.call_reconcile(&mut store, &request).await,
             Entry::Finalize => guest.call_finalize(&mut store, &request).await,
-        }
+        };
+        env.times.call.observe(instantiated.elapsed());
+        result
     }
     .await;
     forward_output(&store);
@@ -100,6 +127,7 @@ pub async fn map_keys(
     kind: types::Gvk,
     object: &str,
 ) -> Result<Vec<types::ObjectKey>, Failure> {
+    let start = Instant::now();
     let context = CallContext {
         env: env.clone(),
         scope: None,
@@ -107,10 +135,14 @@ pub async fn map_keys(
     let mut store = runtime.store(context, limits);
     let result = async {
         let instance = module.pre.instantiate_async(&mut store).await?;
-        instance
+        let instantiated = Instant::now();
+        env.times.instantiate.observe(instantiated - start);
+        let keys = instance
             .kubewasm_controller_guest()
             .call_map_keys(&mut store, &kind, object)
-            .await
+            .await;
+        env.times.call.observe(instantiated.elapsed());
+        keys
     }
     .await;
     forward_output(&store);

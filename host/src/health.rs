@@ -23,7 +23,8 @@ pub struct Health {
     pub loaded_at: SystemTime,
     /// SHA-256 of that module, hex.
     pub digest: String,
-    /// Reconciles that returned done.
+    /// Reconciles that returned done, and keys left alone because their object is being deleted
+    /// without the guest's finalizer.
     pub succeeded: u64,
     /// Reconciles that asked to be requeued after a delay.
     pub requeued: u64,

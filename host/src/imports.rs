@@ -14,6 +14,7 @@ use crate::backend::{
 };
 use crate::bindings::kubewasm::controller::{cache, events, log, types, writes};
 use crate::config::Verb;
+use crate::dispatch::CallTimes;
 use crate::limits::{RateLimit, Spend, check_size};
 use crate::permissions::{Permissions, resource_of};
 use crate::runtime::{CallState, Limits};
@@ -56,10 +57,12 @@ pub struct GuestEnv {
     pub denied: AtomicU64,
     /// The rate limit of the guest's lines into the host's log, across its calls.
     pub output: RateLimit,
+    /// How long its calls take, recorded by [`crate::dispatch`].
+    pub times: CallTimes,
 }
 
 impl GuestEnv {
-    /// The environment of guest `name`, with no call denied yet.
+    /// The environment of guest `name`, with no call denied or timed yet.
     pub fn new(
         name: &str,
         declared: Declared,
@@ -75,6 +78,7 @@ impl GuestEnv {
             permissions,
             denied: AtomicU64::new(0),
             output: RateLimit::default(),
+            times: CallTimes::default(),
         }
     }
 }

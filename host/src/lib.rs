@@ -14,6 +14,7 @@ pub mod controller;
 pub mod dispatch;
 pub mod fixture;
 pub mod health;
+pub mod histogram;
 pub mod host;
 pub mod imports;
 pub mod leader;

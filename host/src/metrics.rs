@@ -4,19 +4,40 @@
 //!
 //! Guarantees: every family is written once, with its `HELP` and `TYPE` lines, and all its
 //! samples together; label values are escaped (`\`, `"` and line feeds), so any guest name or
-//! label selector yields a valid exposition.
+//! label selector yields a valid exposition. Histograms have controller-runtime's bucket bounds,
+//! written as its Go client writes them (`le="0.005"`, `le="1e-08"`), cumulative up to
+//! `le="+Inf"`, which equals `_count`.
 
 use std::fmt::{Display, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use crate::health::Health;
+use crate::histogram::{self, HistogramSnapshot};
 use crate::host::Observer;
 use crate::queue::QueueStats;
 use crate::watch::InformerKey;
 
 /// The content type of [`Snapshot::render`]'s output.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Bounds of `controller_runtime_reconcile_time_seconds`, controller-runtime's: 5 ms to 60 s.
+pub const RECONCILE_TIME_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+/// Bounds of `workqueue_queue_duration_seconds` and `workqueue_work_duration_seconds`,
+/// controller-runtime's `ExponentialBuckets(10e-9, 10, 12)`: 10 ns to 1000 s.
+pub const WORKQUEUE_BUCKETS: &[f64] = &histogram::exponential::<12>(10e-9, 10.0);
+
+/// Bounds of `kubewasm_guest_instantiate_seconds` and `kubewasm_guest_call_seconds`: 10 µs to
+/// 60 s, in steps of 1, 2.5 and 5 up to 10 s.
+pub const GUEST_CALL_BUCKETS: &[f64] = &[
+    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
 
 /// One guest's numbers at one moment.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +56,16 @@ pub struct GuestSnapshot {
     pub active_workers: usize,
     /// Applies not sent because the cluster already matched.
     pub writes_elided: u64,
+    /// Time of each reconcile, from dequeue until the key is done.
+    pub reconcile_time: HistogramSnapshot,
+    /// Time keys waited in the workqueue before being handed out.
+    pub queue_duration: HistogramSnapshot,
+    /// Time from a key's hand-out until the worker marked it done.
+    pub work_duration: HistogramSnapshot,
+    /// Time to set up a fresh instance for a call.
+    pub instantiate: HistogramSnapshot,
+    /// Time of the guest's export calls.
+    pub call: HistogramSnapshot,
 }
 
 /// Objects in one informer's cache.
@@ -85,6 +116,11 @@ impl Snapshot {
                 max_concurrency: c.max_concurrency(),
                 active_workers: c.queue().in_flight(),
                 writes_elided: c.writes_elided(),
+                reconcile_time: c.counters().reconcile_time.snapshot(),
+                queue_duration: c.queue().queue_duration().snapshot(),
+                work_duration: c.queue().work_duration().snapshot(),
+                instantiate: c.call_times().instantiate.snapshot(),
+                call: c.call_times().call.snapshot(),
             })
             .collect();
         let mut caches: Vec<_> = observer
@@ -142,6 +178,13 @@ impl Snapshot {
             "controller",
             |g| g.health.failed,
         );
+        out.per_guest_histogram(
+            guests,
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            "controller",
+            |g| &g.reconcile_time,
+        );
         out.per_guest(
             guests,
             "controller_runtime_max_concurrent_reconciles",
@@ -181,6 +224,20 @@ impl Snapshot {
             "Total number of retries handled by workqueue",
             "name",
             |g| g.queue.retries_total,
+        );
+        out.per_guest_histogram(
+            guests,
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            "name",
+            |g| &g.queue_duration,
+        );
+        out.per_guest_histogram(
+            guests,
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes.",
+            "name",
+            |g| &g.work_duration,
         );
         out.per_guest(
             guests,
@@ -254,6 +311,20 @@ impl Snapshot {
             "controller",
             |g| g.health.consecutive_failures,
         );
+        out.per_guest_histogram(
+            guests,
+            "kubewasm_guest_instantiate_seconds",
+            "Time to create a store and instantiate the guest's component for one call",
+            "controller",
+            |g| &g.instantiate,
+        );
+        out.per_guest_histogram(
+            guests,
+            "kubewasm_guest_call_seconds",
+            "Time of one call of a guest export (reconcile, finalize or map-keys)",
+            "controller",
+            |g| &g.call,
+        );
         let loads = &self.loads;
         for (name, help, value) in [
             (
@@ -318,6 +389,7 @@ fn cache_labels(key: &InformerKey) -> [&str; 5] {
 enum Kind {
     Counter,
     Gauge,
+    Histogram,
 }
 
 /// Text being written.
@@ -329,6 +401,7 @@ impl Exposition {
         let kind = match kind {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
         };
         let help = help.replace('\\', r"\\").replace('\n', r"\n");
         let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -361,6 +434,58 @@ impl Exposition {
             self.sample(name, &[(label, &guest.name)], value(guest));
         }
     }
+
+    /// A histogram family with one series per guest, labelled with its name as `label`: the
+    /// cumulative buckets, `+Inf` last, then `_sum` and `_count`.
+    fn per_guest_histogram(
+        &mut self,
+        guests: &[GuestSnapshot],
+        name: &str,
+        help: &str,
+        label: &str,
+        value: impl Fn(&GuestSnapshot) -> &HistogramSnapshot,
+    ) {
+        self.family(name, Kind::Histogram, help);
+        let [bucket, sum, count] =
+            ["bucket", "sum", "count"].map(|suffix| format!("{name}_{suffix}"));
+        for guest in guests {
+            let histogram = value(guest);
+            let bounds = histogram.bounds.iter().copied().chain([f64::INFINITY]);
+            for (bound, cumulative) in bounds.zip(&histogram.cumulative) {
+                let le = go_float(bound);
+                self.sample(&bucket, &[(label, &guest.name), ("le", &le)], cumulative);
+            }
+            self.sample(&sum, &[(label, &guest.name)], histogram.sum);
+            self.sample(&count, &[(label, &guest.name)], histogram.count());
+        }
+    }
+}
+
+/// `value` as Go's `strconv.FormatFloat(value, 'g', -1, 64)` writes it, as Prometheus' Go client
+/// writes `le`: the shortest digits that read back as `value`, in exponent form (`1e-08`,
+/// `1e+06`) below 1e-4 and from 1e6 on; `NaN`, `+Inf` and `-Inf` otherwise.
+fn go_float(value: f64) -> String {
+    if !value.is_finite() {
+        let text = if value.is_nan() {
+            "NaN"
+        } else if value > 0.0 {
+            "+Inf"
+        } else {
+            "-Inf"
+        };
+        return text.into();
+    }
+    let scientific = format!("{value:e}");
+    let (mantissa, exponent) = scientific
+        .split_once('e')
+        .expect("`{:e}` writes an exponent");
+    let exponent: i32 = exponent.parse().expect("`{:e}` writes an integer exponent");
+    if value == 0.0 || (-4..6).contains(&exponent) {
+        value.to_string()
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.abs())
+    }
 }
 
 /// A label value as the text format wants it.
@@ -379,11 +504,20 @@ fn escape(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::SystemTime;
+    use std::time::{Duration, SystemTime};
 
     use kube::api::GroupVersionKind;
 
     use super::*;
+    use crate::histogram::Histogram;
+
+    fn histogram(bounds: &'static [f64], seconds: &[f64]) -> HistogramSnapshot {
+        let histogram = Histogram::new(bounds);
+        for &s in seconds {
+            histogram.observe(Duration::from_secs_f64(s));
+        }
+        histogram.snapshot()
+    }
 
     fn guest(name: &str) -> GuestSnapshot {
         GuestSnapshot {
@@ -413,6 +547,11 @@ mod tests {
             max_concurrency: 2,
             active_workers: 1,
             writes_elided: 6,
+            reconcile_time: histogram(RECONCILE_TIME_BUCKETS, &[0.003, 0.005, 0.2, 90.0]),
+            queue_duration: histogram(WORKQUEUE_BUCKETS, &[0.0, 1e-5, 2e-5]),
+            work_duration: histogram(WORKQUEUE_BUCKETS, &[0.5]),
+            instantiate: histogram(GUEST_CALL_BUCKETS, &[2e-5, 3e-5]),
+            call: histogram(GUEST_CALL_BUCKETS, &[]),
         }
     }
 
@@ -460,6 +599,32 @@ mod tests {
             r#"kubewasm_cache_objects{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)"} 9"#,
             "# TYPE workqueue_depth gauge",
             "# TYPE controller_runtime_reconcile_total counter",
+            "# TYPE controller_runtime_reconcile_time_seconds histogram",
+            "# HELP controller_runtime_reconcile_time_seconds Length of time per reconciliation per controller",
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="mirror",le="0.005"} 2"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="mirror",le="0.15"} 2"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="mirror",le="0.2"} 3"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="mirror",le="60"} 3"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="mirror",le="+Inf"} 4"#,
+            r#"controller_runtime_reconcile_time_seconds_sum{controller="mirror"} 90.208"#,
+            r#"controller_runtime_reconcile_time_seconds_count{controller="mirror"} 4"#,
+            "# TYPE workqueue_queue_duration_seconds histogram",
+            r#"workqueue_queue_duration_seconds_bucket{name="mirror",le="1e-08"} 1"#,
+            r#"workqueue_queue_duration_seconds_bucket{name="mirror",le="1e-06"} 1"#,
+            r#"workqueue_queue_duration_seconds_bucket{name="mirror",le="9.999999999999999e-06"} 1"#,
+            r#"workqueue_queue_duration_seconds_bucket{name="mirror",le="9.999999999999999e-05"} 3"#,
+            r#"workqueue_queue_duration_seconds_bucket{name="mirror",le="1000"} 3"#,
+            r#"workqueue_queue_duration_seconds_count{name="podset"} 3"#,
+            r#"workqueue_work_duration_seconds_bucket{name="mirror",le="0.1"} 0"#,
+            r#"workqueue_work_duration_seconds_bucket{name="mirror",le="1"} 1"#,
+            r#"workqueue_work_duration_seconds_sum{name="mirror"} 0.5"#,
+            r#"kubewasm_guest_instantiate_seconds_bucket{controller="mirror",le="1e-05"} 0"#,
+            r#"kubewasm_guest_instantiate_seconds_bucket{controller="mirror",le="2.5e-05"} 1"#,
+            r#"kubewasm_guest_instantiate_seconds_bucket{controller="mirror",le="5e-05"} 2"#,
+            r#"kubewasm_guest_instantiate_seconds_bucket{controller="mirror",le="0.00025"} 2"#,
+            r#"kubewasm_guest_call_seconds_bucket{controller="mirror",le="+Inf"} 0"#,
+            r#"kubewasm_guest_call_seconds_sum{controller="mirror"} 0"#,
+            r#"kubewasm_guest_call_seconds_count{controller="mirror"} 0"#,
         ] {
             assert!(
                 text.lines().any(|l| l == line),
@@ -472,21 +637,108 @@ mod tests {
     fn every_family_is_announced_once_and_its_samples_follow_it() {
         let text = snapshot().render();
         let mut announced = Vec::new();
-        let mut current = String::new();
+        let (mut current, mut histogram) = (String::new(), false);
+        let mut help = None;
         for line in text.lines() {
-            if let Some(rest) = line.strip_prefix("# TYPE ") {
-                let name = rest.split(' ').next().unwrap_or_default().to_owned();
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                help = rest.split(' ').next();
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                assert_eq!(help.take(), Some(name), "HELP right before TYPE");
                 assert!(!announced.contains(&name), "{name} announced twice");
-                announced.push(name.clone());
-                current = name;
-            } else if !line.starts_with("# HELP ") {
+                announced.push(name);
+                (current, histogram) = (name.to_owned(), kind == "histogram");
+            } else {
                 let name = line.split(['{', ' ']).next().unwrap_or_default();
-                assert_eq!(name, current, "{line:?} outside its family");
+                let family = match name.rsplit_once('_') {
+                    Some((family, "bucket" | "sum" | "count")) if histogram => family,
+                    _ => name,
+                };
+                assert_eq!(family, current, "{line:?} outside its family");
                 let value = line.rsplit(' ').next().unwrap_or_default();
                 assert!(value.parse::<f64>().is_ok(), "{line:?} has no number");
             }
         }
+        assert_eq!(
+            announced.iter().filter(|n| n.ends_with("_seconds")).count(),
+            7
+        );
         assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn histograms_are_cumulative_up_to_inf_which_is_the_count() {
+        let text = snapshot().render();
+        for (family, label, bounds) in [
+            (
+                "controller_runtime_reconcile_time_seconds",
+                "controller",
+                RECONCILE_TIME_BUCKETS,
+            ),
+            (
+                "workqueue_queue_duration_seconds",
+                "name",
+                WORKQUEUE_BUCKETS,
+            ),
+            ("workqueue_work_duration_seconds", "name", WORKQUEUE_BUCKETS),
+            (
+                "kubewasm_guest_instantiate_seconds",
+                "controller",
+                GUEST_CALL_BUCKETS,
+            ),
+            (
+                "kubewasm_guest_call_seconds",
+                "controller",
+                GUEST_CALL_BUCKETS,
+            ),
+        ] {
+            for guest in ["mirror", "podset"] {
+                // What follows the guest's label in each line of `family` with this suffix.
+                let series = |suffix: &str| -> Vec<&str> {
+                    let prefix = format!("{family}_{suffix}{{{label}=\"{guest}\"");
+                    text.lines()
+                        .filter_map(|line| line.strip_prefix(&prefix))
+                        .collect()
+                };
+                let value = |rest: &str| rest.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap();
+                let (les, counts): (Vec<f64>, Vec<f64>) = series("bucket")
+                    .iter()
+                    .map(|rest| {
+                        let le = rest.strip_prefix(",le=\"").unwrap().split('"').next();
+                        (le.unwrap().parse::<f64>().unwrap(), value(rest))
+                    })
+                    .unzip();
+                let expected: Vec<f64> = bounds.iter().copied().chain([f64::INFINITY]).collect();
+                assert_eq!(les, expected, "{family} {guest}");
+                assert!(counts.is_sorted(), "{family} {guest}: {counts:?}");
+                let (sums, totals) = (series("sum"), series("count"));
+                assert_eq!((sums.len(), totals.len()), (1, 1), "{family} {guest}");
+                assert_eq!(
+                    counts.last().copied(),
+                    Some(value(totals[0])),
+                    "{family} {guest}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn bucket_bounds_are_written_like_the_go_client() {
+        for (value, text) in [
+            (1e-8, "1e-08"),
+            (9.999999999999999e-6, "9.999999999999999e-06"),
+            (2.5e-5, "2.5e-05"),
+            (0.00025, "0.00025"),
+            (0.005, "0.005"),
+            (1.0, "1"),
+            (60.0, "60"),
+            (123456.0, "123456"),
+            (1234567.0, "1.234567e+06"),
+            (0.0, "0"),
+            (f64::INFINITY, "+Inf"),
+        ] {
+            assert_eq!(go_float(value), text);
+        }
     }
 
     #[test]
@@ -496,6 +748,12 @@ mod tests {
         let text = snapshot.render();
         assert!(
             text.contains(r#"workqueue_depth{name="a\"b\\c\nd"} 5"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"workqueue_queue_duration_seconds_bucket{name="a\"b\\c\nd",le="+Inf"} 3"#
+            ),
             "{text}"
         );
         assert_eq!(escape("plain"), "plain");

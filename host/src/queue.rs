@@ -3,7 +3,8 @@
 //! Keys are deduplicated while queued, never handed to two workers at once, can be delayed
 //! (`add_after`) or retried with per-key exponential backoff (`add_rate_limited`), and the queue
 //! shuts down either immediately or after in-flight work drained. Every key carries the reason of
-//! the first add since it was last handed out.
+//! the first add since it was last handed out. Like client-go's, the queue times how long keys
+//! wait and how long they are processed.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
@@ -15,6 +16,9 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::{Instant, timeout_at};
+
+use crate::histogram::Histogram;
+use crate::metrics::WORKQUEUE_BUCKETS;
 
 /// Per-key backoff settings of [`WorkQueue::add_rate_limited`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +168,8 @@ pub struct WorkQueue<K, R = ()> {
     state: Mutex<State<K, R>>,
     ready: Notify,
     drained: Notify,
+    queue_duration: Histogram,
+    work_duration: Histogram,
 }
 
 impl<K, R> WorkQueue<K, R>
@@ -192,6 +198,8 @@ where
             state: Mutex::new(state),
             ready: Notify::new(),
             drained: Notify::new(),
+            queue_duration: Histogram::new(WORKQUEUE_BUCKETS),
+            work_duration: Histogram::new(WORKQUEUE_BUCKETS),
         }
     }
 
@@ -277,7 +285,12 @@ where
                 }
             });
             match step {
-                ControlFlow::Break(item) => return item,
+                ControlFlow::Break(item) => {
+                    if let Some(item) = &item {
+                        self.queue_duration.observe(item.queued_for);
+                    }
+                    return item;
+                }
                 ControlFlow::Continue(Some(deadline)) => {
                     let _ = timeout_at(deadline, notified).await;
                 }
@@ -288,12 +301,17 @@ where
 
     /// Marks `key` as processed; if it was added meanwhile it becomes ready again now.
     pub fn done(&self, key: &K) {
-        self.with_state(|st, _| {
-            if st.processing.remove(key).is_some() && st.dirty.contains_key(key) {
+        let worked = self.with_state(|st, now| {
+            let handed_out = st.processing.remove(key)?;
+            if st.dirty.contains_key(key) {
                 st.ready.push_back(key.clone());
                 st.wake_one += 1;
             }
+            Some(now.saturating_duration_since(handed_out))
         });
+        if let Some(worked) = worked {
+            self.work_duration.observe(worked);
+        }
     }
 
     /// Stops the queue: later adds are ignored, queued and delayed keys are dropped and every
@@ -341,6 +359,18 @@ where
     /// Number of keys waiting for a delayed add to fire.
     pub fn delayed(&self) -> usize {
         self.with_state(|st, _| st.delayed.len())
+    }
+
+    /// How long keys waited before being handed out: each hand-out records its
+    /// [`Item::queued_for`] (`workqueue_queue_duration_seconds`).
+    pub fn queue_duration(&self) -> &Histogram {
+        &self.queue_duration
+    }
+
+    /// How long keys were processed: each [`done`](Self::done) of an in-flight key records the
+    /// time since its hand-out (`workqueue_work_duration_seconds`).
+    pub fn work_duration(&self) -> &Histogram {
+        &self.work_duration
     }
 
     /// Current metrics snapshot.
@@ -580,6 +610,27 @@ mod tests {
             ..expected
         };
         assert_eq!(q.stats(), stats);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_and_processing_are_timed() {
+        let q = queue();
+        q.add("a", Added);
+        q.add_after("b", Added, Duration::from_secs(5));
+        sleep(Duration::from_secs(2)).await;
+        take(&q).await;
+        sleep(Duration::from_secs(4)).await;
+        take(&q).await;
+        q.done(&"a");
+        q.done(&"a");
+        q.done(&"b");
+        let waited = q.queue_duration().snapshot();
+        // a waited 2 s; b 1 s since its delayed add became due.
+        assert_eq!((waited.count(), waited.sum), (2, 3.0));
+        let worked = q.work_duration().snapshot();
+        // a was in flight 4 s, b not at all; a's second done counts nothing.
+        assert_eq!((worked.count(), worked.sum), (2, 4.0));
+        assert_eq!(worked.cumulative[0], 1);
     }
 
     fn xorshift(state: &mut u64) -> u64 {

@@ -166,7 +166,8 @@ async fn exercise(client: &Client, namespace: &str, a: Replica, b: Replica) -> R
 
         let (status, metrics) = http_get(&leader.metrics, "/metrics").await?;
         ensure!(status == 200, "/metrics answers {status}");
-        let reconciled = r#"controller_runtime_reconcile_total{controller="mirror",result="success"} "#;
+        let reconciled =
+            r#"controller_runtime_reconcile_total{controller="mirror",result="success"} "#;
         let count: f64 = metrics
             .lines()
             .find_map(|line| line.strip_prefix(reconciled))

@@ -1,15 +1,15 @@
-//! The host's HTTP endpoints: /metrics counts the guest's reconciles in controller-runtime's
-//! names, /healthz and /readyz answer once the host runs and its informers have listed, and
-//! /status names the guest's module.
+//! The host's HTTP endpoints: /metrics counts and times the guest's reconciles in
+//! controller-runtime's names, /healthz and /readyz answer once the host runs and its informers
+//! have listed, and /status names the guest's module.
 
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
-use kubewasm_tests::{WAIT, control_plane, eventually, module_config, with_host_args};
+use kubewasm_tests::{
+    WAIT, control_plane, eventually, free_ports, http_get as get, module_config, with_host_args,
+};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 #[tokio::test]
 async fn metrics_probes_and_status_are_served() -> Result<()> {
@@ -89,6 +89,56 @@ async fn exercise(client: &Client, namespace: &str, metrics: &str, probes: &str)
         "workqueue_depth of mirror missing: {samples:?}"
     );
 
+    // The counters and the histograms are read one after the other: wait for a scrape with no
+    // reconcile between them.
+    let samples = eventually("every counted reconcile timed", WAIT, || async {
+        let samples = parse(&get(metrics, "/metrics").await?.1)?;
+        let counted: f64 = samples
+            .iter()
+            .filter(|(series, _)| {
+                series.starts_with(r#"controller_runtime_reconcile_total{controller="mirror","#)
+            })
+            .map(|(_, value)| value)
+            .sum();
+        let timed = Histogram::of(
+            &samples,
+            "controller_runtime_reconcile_time_seconds",
+            r#"controller="mirror""#,
+        )?;
+        Ok((timed.count == counted).then_some(samples))
+    })
+    .await?;
+    for (family, labels) in [
+        (
+            "controller_runtime_reconcile_time_seconds",
+            r#"controller="mirror""#,
+        ),
+        ("workqueue_queue_duration_seconds", r#"name="mirror""#),
+        ("workqueue_work_duration_seconds", r#"name="mirror""#),
+        (
+            "kubewasm_guest_instantiate_seconds",
+            r#"controller="mirror""#,
+        ),
+        ("kubewasm_guest_call_seconds", r#"controller="mirror""#),
+    ] {
+        let histogram = Histogram::of(&samples, family, labels)?;
+        histogram
+            .check()
+            .with_context(|| format!("{family}{{{labels}}}: {histogram:?}"))?;
+    }
+    let mirror = r#"controller="mirror""#;
+    let reconciles = Histogram::of(
+        &samples,
+        "controller_runtime_reconcile_time_seconds",
+        mirror,
+    )?
+    .count;
+    let calls = Histogram::of(&samples, "kubewasm_guest_call_seconds", mirror)?.count;
+    ensure!(
+        calls >= reconciles,
+        "every reconcile of mirror calls the guest: {calls} calls, {reconciles} reconciles"
+    );
+
     let (status, body) = get(metrics, "/status").await?;
     ensure!(status == 200, "/status answers {status}");
     let document: Value = serde_json::from_str(&body).context("/status is JSON")?;
@@ -110,33 +160,67 @@ async fn exercise(client: &Client, namespace: &str, metrics: &str, probes: &str)
     Ok(())
 }
 
-/// Two distinct ports nothing listens on right now.
-fn free_ports() -> Result<[u16; 2]> {
-    let first = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let second = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok([first.local_addr()?.port(), second.local_addr()?.port()])
+/// One histogram series of an exposition.
+#[derive(Debug)]
+struct Histogram {
+    /// `(le, cumulative count)`, in exposition order.
+    buckets: Vec<(f64, f64)>,
+    sum: f64,
+    count: f64,
 }
 
-/// `GET path` over HTTP/1.1; the status code and the body.
-async fn get(address: &str, path: &str) -> Result<(u16, String)> {
-    let mut stream = TcpStream::connect(address).await?;
-    stream
-        .write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .with_context(|| format!("no header end in {response:?}"))?;
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .with_context(|| format!("no status in {head:?}"))?;
-    Ok((status, body.to_owned()))
+impl Histogram {
+    /// The series of `family` labelled `labels` (as written, without `le`) among `samples`.
+    fn of(samples: &[(String, f64)], family: &str, labels: &str) -> Result<Self> {
+        let bucket = format!("{family}_bucket{{{labels},le=\"");
+        let mut buckets = Vec::new();
+        for (series, value) in samples {
+            if let Some(rest) = series.strip_prefix(&bucket) {
+                let le = rest
+                    .strip_suffix("\"}")
+                    .with_context(|| format!("not a bucket: {series}"))?;
+                let bound = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse()?
+                };
+                buckets.push((bound, *value));
+            }
+        }
+        let single = |suffix: &str| {
+            let series = format!("{family}_{suffix}{{{labels}}}");
+            samples
+                .iter()
+                .find(|(s, _)| *s == series)
+                .map(|(_, value)| *value)
+                .with_context(|| format!("{series} missing"))
+        };
+        Ok(Self {
+            buckets,
+            sum: single("sum")?,
+            count: single("count")?,
+        })
+    }
+
+    /// Prometheus' invariants, with at least one observation: bounds ascending to `+Inf`,
+    /// cumulative counts never decreasing, the `+Inf` bucket equal to `_count`.
+    fn check(&self) -> Result<()> {
+        ensure!(self.count > 0.0, "no observations");
+        ensure!(self.sum >= 0.0, "a negative sum");
+        ensure!(
+            self.buckets.windows(2).all(|w| w[0].0 < w[1].0),
+            "bounds not ascending"
+        );
+        ensure!(
+            self.buckets.windows(2).all(|w| w[0].1 <= w[1].1),
+            "cumulative counts decrease"
+        );
+        ensure!(
+            self.buckets.last() == Some(&(f64::INFINITY, self.count)),
+            "the +Inf bucket is not _count"
+        );
+        Ok(())
+    }
 }
 
 /// The samples of a text exposition: series (name and labels, as written) and value.
