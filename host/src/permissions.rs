@@ -149,7 +149,7 @@ impl Permissions {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::Config;
     use crate::module::{Mapping, Selection, Watch};
@@ -158,7 +158,8 @@ mod tests {
         GroupVersionKind::gvk(group, version, kind)
     }
 
-    fn podset_metadata() -> Metadata {
+    /// The podset example's declaration.
+    pub(crate) fn podset_metadata() -> Metadata {
         Metadata {
             name: "podset".into(),
             primary: Selection {

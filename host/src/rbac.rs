@@ -345,30 +345,13 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::module::{Mapping, Selection, Watch};
+    use crate::permissions::tests::podset_metadata;
 
+    /// The podset declaration, watching Namespaces (a cluster-scoped kind) instead of Pods.
     fn podset() -> Metadata {
-        let kind = GroupVersionKind::gvk;
-        Metadata {
-            name: "podset".into(),
-            primary: Selection {
-                kind: kind("kubewasm.dev", "v1alpha1", "PodSet"),
-                namespace: None,
-                selector: None,
-            },
-            owns: vec![kind("", "v1", "Pod")],
-            watches: vec![Watch {
-                selection: Selection {
-                    kind: kind("", "v1", "Namespace"),
-                    namespace: None,
-                    selector: None,
-                },
-                mapping: Mapping::Guest,
-            }],
-            finalizer: Some("kubewasm.dev/cleanup".into()),
-            max_concurrency: 1,
-            resync: None,
-        }
+        let mut metadata = podset_metadata();
+        metadata.watches[0].selection.kind = GroupVersionKind::gvk("", "v1", "Namespace");
+        metadata
     }
 
     #[test]
