@@ -122,21 +122,13 @@ impl Controller {
         tasks: &TaskTracker,
     ) -> Arc<Self> {
         let metadata = &module.metadata;
-        let namespaces: Vec<Option<&str>> = if settings.namespaces.is_empty() {
-            vec![metadata.primary.namespace.as_deref()]
-        } else {
-            settings
-                .namespaces
-                .iter()
-                .map(|n| Some(n.as_str()))
-                .collect()
-        };
+        let namespaces = metadata.namespaces(&settings.namespaces);
         let primaries: Vec<_> = namespaces
             .iter()
             .map(|namespace| {
                 informers.acquire(
                     &metadata.primary.kind,
-                    *namespace,
+                    namespace.as_deref(),
                     metadata.primary.selector.as_ref(),
                 )
             })
@@ -147,7 +139,7 @@ impl Controller {
                 metadata
                     .owns
                     .iter()
-                    .map(|kind| informers.acquire(kind, *namespace, None))
+                    .map(|kind| informers.acquire(kind, namespace.as_deref(), None))
             })
             .collect();
         let watched: Vec<_> = metadata

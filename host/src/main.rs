@@ -233,15 +233,10 @@ fn init_debug_logs() {
 /// The API client, configured as controller-runtime's: `--kubeconfig`, else $KUBECONFIG, else
 /// the in-cluster service account, else ~/.kube/config.
 async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let from_file = async |path: &std::path::Path| {
+    let config = if let Some(path) = kubeconfig {
         let kubeconfig =
             Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
-        anyhow::Ok(
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?,
-        )
-    };
-    let config = if let Some(path) = kubeconfig {
-        from_file(path).await?
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
     } else if let Some(path) = std::env::var_os("KUBECONFIG").filter(|p| !p.is_empty()) {
         kube::Config::from_kubeconfig(&KubeConfigOptions::default())
             .await

@@ -126,6 +126,16 @@ impl Metadata {
                 .collect(),
         }
     }
+
+    /// The namespaces its primary and owned kinds are watched in: the `configured` ones, or
+    /// when there are none the one it declares (`None`: every namespace).
+    pub fn namespaces(&self, configured: &[String]) -> Vec<Option<String>> {
+        if configured.is_empty() {
+            vec![self.primary.namespace.clone()]
+        } else {
+            configured.iter().cloned().map(Some).collect()
+        }
+    }
 }
 
 /// A compiled, pre-linked and validated module, ready to be instantiated for each call.

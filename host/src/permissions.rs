@@ -57,11 +57,7 @@ pub fn resource_of(kind: &GroupVersionKind) -> String {
 
 /// What a module needs to run in `namespaces` (empty: the namespace it declares, or all).
 pub fn required(metadata: &Metadata, namespaces: &[String]) -> Vec<Requirement> {
-    let own_namespaces: Vec<Option<String>> = if namespaces.is_empty() {
-        vec![metadata.primary.namespace.clone()]
-    } else {
-        namespaces.iter().cloned().map(Some).collect()
-    };
+    let own_namespaces = metadata.namespaces(namespaces);
     let read = vec![Verb::Get, Verb::List, Verb::Watch];
     let mut needs = Vec::new();
     let mut need = |kind: &GroupVersionKind, verbs: &[Verb], namespace: &Option<String>| {

@@ -128,11 +128,7 @@ pub async fn for_config(
 /// What a module declaring `metadata` needs the API server to allow, run as `entry` configures.
 pub fn needs(metadata: &Metadata, entry: &ModuleConfig) -> Vec<Requirement> {
     let mut needs = permissions::required(metadata, &entry.namespaces);
-    let own: Vec<Option<String>> = if entry.namespaces.is_empty() {
-        vec![metadata.primary.namespace.clone()]
-    } else {
-        entry.namespaces.iter().cloned().map(Some).collect()
-    };
+    let own = metadata.namespaces(&entry.namespaces);
     let granted = Permissions::new(entry.grants.clone());
     let writable = std::iter::once(&metadata.primary.kind).chain(&metadata.owns);
     for kind in writable {
