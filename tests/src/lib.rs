@@ -261,6 +261,60 @@ pub fn module_config(package: &str, namespace: &str) -> String {
     )
 }
 
+/// A language the examples are written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Language {
+    /// `examples/<example>/rust`, a crate of the workspace.
+    Rust,
+    /// `examples/<example>/js`.
+    JavaScript,
+    /// `examples/<example>/python`.
+    Python,
+    /// `examples/<example>/go`.
+    Go,
+}
+
+impl Language {
+    /// The folder of an example's port in this language.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Language::Rust => "rust",
+            Language::JavaScript => "js",
+            Language::Python => "python",
+            Language::Go => "go",
+        }
+    }
+}
+
+/// Builds the `example` guest written in `language` from source (once per test process) and
+/// returns the component's path. Rust examples are the workspace crate named `example`; the
+/// others are built by their `examples/<example>/<dir>/build` script.
+pub fn example_wasm(example: &str, language: Language) -> PathBuf {
+    static BUILT: Mutex<Vec<(String, Language, PathBuf)>> = Mutex::new(Vec::new());
+    if language == Language::Rust {
+        return guest_wasm(example);
+    }
+    let mut built = BUILT.lock().expect("build lock");
+    if let Some((_, _, path)) = built
+        .iter()
+        .find(|(name, lang, _)| name == example && *lang == language)
+    {
+        return path.clone();
+    }
+    let path = built_by(&format!("examples/{example}/{}/build", language.dir()), &[]);
+    built.push((example.to_owned(), language, path.clone()));
+    path
+}
+
+/// A host configuration running the `example` guest written in `language` for the objects of
+/// `namespace`.
+pub fn example_config(example: &str, language: Language, namespace: &str) -> String {
+    format!(
+        "modules:\n  - path: {}\n    namespaces: [{namespace}]\n",
+        example_wasm(example, language).display()
+    )
+}
+
 /// The `kubectl` built with the control plane by `deploy/local/cluster build`.
 pub fn kubectl() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();

@@ -11,8 +11,8 @@ use kube::api::{
 };
 use kube::{Api, Client};
 use kubewasm_tests::{
-    HostProcess, Recorder, WAIT, apply_yaml, control_plane, eventually, is_controlled_by,
-    module_config, repo_root, with_host,
+    HostProcess, Language, Recorder, WAIT, apply_yaml, control_plane, eventually, example_config,
+    is_controlled_by, repo_root, with_host,
 };
 use serde_json::json;
 
@@ -52,15 +52,42 @@ async fn scale(podsets: &Api<DynamicObject>, replicas: u32) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
-async fn podset_keeps_its_replicas() -> Result<()> {
+/// The same tests, run against the PodSet example built from each language's port.
+macro_rules! podset_tests {
+    ($($module:ident => $language:expr),* $(,)?) => {$(
+        mod $module {
+            use super::*;
+
+            #[tokio::test]
+            async fn podset_keeps_its_replicas() -> Result<()> {
+                super::podset_keeps_its_replicas($language).await
+            }
+
+            #[tokio::test]
+            async fn a_host_killed_midway_and_restarted_creates_no_duplicate() -> Result<()> {
+                super::a_host_killed_midway_and_restarted_creates_no_duplicate($language).await
+            }
+
+            #[tokio::test]
+            async fn five_hundred_podsets_converge_without_duplicates() -> Result<()> {
+                super::five_hundred_podsets_converge_without_duplicates($language).await
+            }
+        }
+    )*};
+}
+
+podset_tests!(rust => Language::Rust);
+
+async fn podset_keeps_its_replicas(language: Language) -> Result<()> {
     let plane = control_plane();
     let client = plane.client().await?;
     let ns = plane.namespace("podset").await?;
     apply_yaml(&client, &repo_root().join("examples/podset/crd.yaml"), None).await?;
-    with_host(ns.name(), &module_config("podset", ns.name()), async |_| {
-        exercise(&client, ns.name()).await
-    })
+    with_host(
+        ns.name(),
+        &example_config("podset", language, ns.name()),
+        async |_| exercise(&client, ns.name()).await,
+    )
     .await
 }
 
@@ -145,8 +172,7 @@ async fn exercise(client: &Client, namespace: &str) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
-async fn a_host_killed_midway_and_restarted_creates_no_duplicate() -> Result<()> {
+async fn a_host_killed_midway_and_restarted_creates_no_duplicate(language: Language) -> Result<()> {
     const REPLICAS: usize = 40;
     let plane = control_plane();
     let client = plane.client().await?;
@@ -164,7 +190,7 @@ async fn a_host_killed_midway_and_restarted_creates_no_duplicate() -> Result<()>
 
     let first = HostProcess::start(
         &format!("{}-first", ns.name()),
-        &module_config("podset", ns.name()),
+        &example_config("podset", language, ns.name()),
     )?;
     let midway = eventually("the first host to create a pod", WAIT, || async {
         Ok((recorder.controlled_by(&uid) > 0).then_some(()))
@@ -178,15 +204,19 @@ async fn a_host_killed_midway_and_restarted_creates_no_duplicate() -> Result<()>
     drop(first);
     let killed_at = recorder.controlled_by(&uid);
 
-    with_host(ns.name(), &module_config("podset", ns.name()), async |_| {
-        wait_for_pods(&pods, &uid, REPLICAS).await?;
-        eventually("status.replicas", WAIT, || async {
-            let podset = podsets.get("big").await?;
-            Ok((podset.data["status"]["replicas"] == REPLICAS).then_some(()))
-        })
-        .await?;
-        Ok(())
-    })
+    with_host(
+        ns.name(),
+        &example_config("podset", language, ns.name()),
+        async |_| {
+            wait_for_pods(&pods, &uid, REPLICAS).await?;
+            eventually("status.replicas", WAIT, || async {
+                let podset = podsets.get("big").await?;
+                Ok((podset.data["status"]["replicas"] == REPLICAS).then_some(()))
+            })
+            .await?;
+            Ok(())
+        },
+    )
     .await?;
     eprintln!("{killed_at} of {REPLICAS} pods existed when the first host was killed");
     anyhow::ensure!(
@@ -197,8 +227,7 @@ async fn a_host_killed_midway_and_restarted_creates_no_duplicate() -> Result<()>
     Ok(())
 }
 
-#[tokio::test]
-async fn five_hundred_podsets_converge_without_duplicates() -> Result<()> {
+async fn five_hundred_podsets_converge_without_duplicates(language: Language) -> Result<()> {
     const PODSETS: usize = 500;
     let plane = control_plane();
     let client = plane.client().await?;
@@ -207,49 +236,53 @@ async fn five_hundred_podsets_converge_without_duplicates() -> Result<()> {
     let podsets = podsets(&client, ns.name());
     let pods = Api::<Pod>::namespaced(client.clone(), ns.name());
     let recorder = Recorder::start(pods.clone()).await?;
-    with_host(ns.name(), &module_config("podset", ns.name()), async |_| {
-        let start = std::time::Instant::now();
-        futures::stream::iter(0..PODSETS)
-            .map(|i| {
-                let podsets = podsets.clone();
-                async move {
-                    podsets
-                        .create(&PostParams::default(), &podset(&format!("p{i}"), 1)?)
-                        .await?;
-                    anyhow::Ok(())
-                }
-            })
-            .buffer_unordered(16)
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect::<Result<Vec<_>>>()?;
-        eventually(
-            "every PodSet to report one replica",
-            Duration::from_secs(300),
-            || async {
-                let ready = podsets
-                    .list(&ListParams::default())
-                    .await?
-                    .items
-                    .iter()
-                    .filter(|p| p.data["status"]["replicas"] == 1)
-                    .count();
-                Ok((ready == PODSETS).then_some(()))
-            },
-        )
-        .await?;
-        eprintln!("{PODSETS} PodSets converged in {:?}", start.elapsed());
-        let live = pods
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .count();
-        anyhow::ensure!(live == PODSETS, "{live} live pods for {PODSETS} PodSets");
-        Ok(())
-    })
+    with_host(
+        ns.name(),
+        &example_config("podset", language, ns.name()),
+        async |_| {
+            let start = std::time::Instant::now();
+            futures::stream::iter(0..PODSETS)
+                .map(|i| {
+                    let podsets = podsets.clone();
+                    async move {
+                        podsets
+                            .create(&PostParams::default(), &podset(&format!("p{i}"), 1)?)
+                            .await?;
+                        anyhow::Ok(())
+                    }
+                })
+                .buffer_unordered(16)
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect::<Result<Vec<_>>>()?;
+            eventually(
+                "every PodSet to report one replica",
+                Duration::from_secs(300),
+                || async {
+                    let ready = podsets
+                        .list(&ListParams::default())
+                        .await?
+                        .items
+                        .iter()
+                        .filter(|p| p.data["status"]["replicas"] == 1)
+                        .count();
+                    Ok((ready == PODSETS).then_some(()))
+                },
+            )
+            .await?;
+            eprintln!("{PODSETS} PodSets converged in {:?}", start.elapsed());
+            let live = pods
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .count();
+            anyhow::ensure!(live == PODSETS, "{live} live pods for {PODSETS} PodSets");
+            Ok(())
+        },
+    )
     .await?;
     anyhow::ensure!(
         recorder.controlled() == PODSETS,
