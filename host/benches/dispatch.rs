@@ -33,12 +33,17 @@
 //! Every sample ends after the store is dropped. Medians and 99th percentiles are nearest-rank
 //! over all measured rounds; the overhead rows are differences of those figures.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kubewasm::backend::{Backend, Scope};
+use common::{
+    PODS, machine, percentile, pod, podset, podset_fixture, podset_scope, resync_request,
+    rust_podset,
+};
+use kubewasm::backend::Scope;
 use kubewasm::bindings::types;
 use kubewasm::dispatch::{self, Entry, Outcome};
 use kubewasm::fixture::{FixtureBackend, Write};
@@ -49,11 +54,6 @@ use kubewasm::runtime::{CallState, Limits, Runtime};
 use serde_json::{Value, json};
 use wasmtime::Store;
 
-const NAMESPACE: &str = "bench";
-const PODSET_UID: &str = "podset-uid";
-const PODS: usize = 3;
-/// The PodSet is padded with template annotations until its JSON is at least this long.
-const PODSET_BYTES: usize = 4096;
 /// How many orders the paths can run in.
 const ORDERS: usize = factorial(PATHS.len());
 const WARMUP_ROUNDS: usize = 2 * ORDERS;
@@ -70,30 +70,21 @@ const PATHS: [&str; 5] = [
 ];
 
 fn main() {
-    let wasm = guest();
+    let wasm = rust_podset();
     let podset = podset();
-    let pods: Vec<Value> = (0..PODS).map(|index| pod(&podset, index)).collect();
     println!("kubewasm dispatch benchmark");
-    println!(
-        "machine: nproc {}, {}, load average {}",
-        nproc(),
-        cpu_model(),
-        load_average()
-    );
+    println!("machine: {}", machine());
     println!("guest:   {}", wasm.display());
     println!(
         "fixture: PodSet of {} bytes, {PODS} pods of {} bytes",
         podset.to_string().len(),
-        pods[0].to_string().len()
+        pod(&podset, 0).to_string().len()
     );
-    let backend = Arc::new(FixtureBackend::new(
-        std::iter::once(podset).chain(pods).collect(),
-    ));
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a Tokio runtime")
-        .block_on(run(&wasm, backend));
+        .block_on(run(&wasm, Arc::new(podset_fixture())));
 }
 
 async fn run(wasm: &Path, backend: Arc<FixtureBackend>) {
@@ -109,12 +100,7 @@ async fn run(wasm: &Path, backend: Arc<FixtureBackend>) {
         limits.host_call_timeout,
         Permissions::new(None),
     ));
-    let scope = Scope {
-        kind: module.metadata.primary.kind.clone(),
-        namespace: Some(NAMESPACE.into()),
-        name: "web".into(),
-        uid: Some(PODSET_UID.into()),
-    };
+    let scope = podset_scope(module.metadata.primary.kind.clone());
     let request = resync_request(&backend, &scope);
     let mut bench = Bench {
         runtime,
@@ -308,23 +294,6 @@ impl Bench {
     }
 }
 
-/// A request to reconcile the PodSet as the backend holds it now.
-fn resync_request(backend: &FixtureBackend, scope: &Scope) -> types::Request {
-    let podset = backend
-        .get(&scope.kind, scope.namespace.as_deref(), &scope.name)
-        .expect("the fixture answers")
-        .expect("the PodSet exists");
-    types::Request {
-        key: types::ObjectKey {
-            namespace: scope.namespace.clone(),
-            name: scope.name.clone(),
-        },
-        reason: types::Reason::Resync,
-        attempt: 1,
-        object: Some(podset.to_string()),
-    }
-}
-
 fn report(mut samples: [Vec<Duration>; PATHS.len()]) {
     let stats = samples.each_mut().map(|samples| {
         samples.sort_unstable();
@@ -351,6 +320,14 @@ fn report(mut samples: [Vec<Duration>; PATHS.len()]) {
     );
     difference("  of which store safeguards (b') - (b)", host_store, bare);
     difference("  of which dispatch::call (a) - (b')", host, host_store);
+    // One line for tools (`bench/harness`): the same figures as JSON.
+    let paths: Vec<Value> = PATHS
+        .iter()
+        .zip(stats)
+        .map(|(path, [median, p99])| json!({"path": path, "median_us": median, "p99_us": p99}))
+        .collect();
+    let overhead = json!({"median_us": host[0] - bare[0], "p99_us": host[1] - bare[1]});
+    println!("json: {}", json!({"paths": paths, "overhead": overhead}));
 }
 
 const fn factorial(n: usize) -> usize {
@@ -371,133 +348,4 @@ fn next_order(order: &mut [usize]) {
         }
         None => order.reverse(),
     }
-}
-
-/// Nearest-rank percentile of sorted samples, in microseconds.
-fn percentile(sorted: &[Duration], fraction: f64) -> f64 {
-    let rank = (fraction * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e6
-}
-
-/// The podset guest, built with cargo if it is not there.
-fn guest() -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the host crate is inside the workspace");
-    // A relative CARGO_TARGET_DIR is taken from the workspace root, where cargo runs below.
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace.join("target"), |dir| workspace.join(dir));
-    let wasm = target.join("wasm32-wasip2/release/podset.wasm");
-    if !wasm.exists() {
-        eprintln!("building {}", wasm.display());
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(workspace)
-            .args([
-                "build",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-                "-p",
-                "podset",
-            ])
-            .status()
-            .expect("running cargo");
-        assert!(status.success(), "building the podset guest failed");
-    }
-    wasm
-}
-
-/// A PodSet padded to [`PODSET_BYTES`] with template labels and annotations.
-fn podset() -> Value {
-    let labels: serde_json::Map<String, Value> = std::iter::once(("app".into(), json!("web")))
-        .chain((0..8).map(|i| {
-            (
-                format!("bench.kubewasm.dev/label-{i}"),
-                json!(format!("value-{i}")),
-            )
-        }))
-        .collect();
-    let mut podset = json!({
-        "apiVersion": "kubewasm.dev/v1alpha1",
-        "kind": "PodSet",
-        "metadata": {
-            "name": "web",
-            "namespace": NAMESPACE,
-            "uid": PODSET_UID,
-            "resourceVersion": "1",
-            "generation": 1,
-            "creationTimestamp": "2025-01-01T00:00:00Z",
-        },
-        "spec": {
-            "replicas": PODS,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": labels, "annotations": {}},
-                "spec": {"containers": [{"name": "web", "image": "registry.k8s.io/pause:3.10"}]},
-            },
-        },
-    });
-    let mut index = 0;
-    while podset.to_string().len() < PODSET_BYTES {
-        let key = format!("bench.kubewasm.dev/annotation-{index:02}");
-        podset["spec"]["template"]["metadata"]["annotations"][key.as_str()] = json!("x".repeat(64));
-        index += 1;
-    }
-    podset
-}
-
-/// Pod `index` of the PodSet, created from its template and controlled by it.
-fn pod(podset: &Value, index: usize) -> Value {
-    let template = &podset["spec"]["template"];
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": format!("web-{index}"),
-            "namespace": NAMESPACE,
-            "uid": format!("pod-uid-{index}"),
-            "resourceVersion": "1",
-            "creationTimestamp": "2025-01-01T00:00:00Z",
-            "labels": template["metadata"]["labels"],
-            "annotations": template["metadata"]["annotations"],
-            "ownerReferences": [{
-                "apiVersion": "kubewasm.dev/v1alpha1",
-                "kind": "PodSet",
-                "name": "web",
-                "uid": PODSET_UID,
-                "controller": true,
-                "blockOwnerDeletion": true,
-            }],
-        },
-        "spec": template["spec"],
-        "status": {"phase": "Pending"},
-    })
-}
-
-fn nproc() -> String {
-    Command::new("nproc")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .map_or_else(|| "unknown".into(), |n| n.trim().to_owned())
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find_map(|line| line.strip_prefix("model name")?.split_once(':'))
-                .map(|(_, model)| model.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU model".into())
-}
-
-/// The one-minute load average: other work on the machine skews the figures.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|loads| loads.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "unknown".into())
 }

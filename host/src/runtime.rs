@@ -138,6 +138,7 @@ impl CallState {
             limiter: Limiter {
                 limits: memory,
                 memory_exhausted: false,
+                memory_bytes: 0,
             },
             context,
             limits,
@@ -157,12 +158,19 @@ impl CallState {
     pub fn memory_exhausted(&self) -> bool {
         self.limiter.memory_exhausted
     }
+
+    /// Bytes of linear memory the store's instances hold: every memory's initial size plus
+    /// every growth granted so far. Memories never shrink, so this is also the peak.
+    pub fn memory_bytes(&self) -> usize {
+        self.limiter.memory_bytes
+    }
 }
 
 /// A store's resource limiter: [`StoreLimits`], remembering whether a memory could not grow.
 struct Limiter {
     limits: StoreLimits,
     memory_exhausted: bool,
+    memory_bytes: usize,
 }
 
 impl ResourceLimiter for Limiter {
@@ -173,7 +181,10 @@ impl ResourceLimiter for Limiter {
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let grow = self.limits.memory_growing(current, desired, maximum);
-        if !matches!(grow, Ok(true)) {
+        if matches!(grow, Ok(true)) {
+            // Creating a memory asks for its initial size with `current` 0.
+            self.memory_bytes += desired.saturating_sub(current);
+        } else {
             self.memory_exhausted = true;
         }
         grow
@@ -459,6 +470,31 @@ mod tests {
     use wasmtime_wasi::sockets::WasiSocketsView;
 
     use super::*;
+
+    #[tokio::test]
+    async fn memory_bytes_counts_initial_sizes_and_growth() {
+        const PAGE: usize = 64 * 1024;
+        let runtime = Runtime::new().unwrap();
+        let wat = r#"(component
+            (core module $m
+                (memory 2)
+                (func (export "grow") (drop (memory.grow (i32.const 3)))))
+            (core instance $i (instantiate $m))
+            (func (export "grow") (canon lift (core func $i "grow"))))"#;
+        let component = runtime.compile(wat.as_bytes(), "memory").unwrap().component;
+        let mut store = runtime.store(CallContext::for_tests("memory"), &Limits::default());
+        let instance = Linker::new(&runtime.engine)
+            .instantiate_async(&mut store, &component)
+            .await
+            .unwrap();
+        assert_eq!(store.data().memory_bytes(), 2 * PAGE);
+
+        let grow = instance
+            .get_typed_func::<(), ()>(&mut store, "grow")
+            .unwrap();
+        grow.call_async(&mut store, ()).await.unwrap();
+        assert_eq!(store.data().memory_bytes(), 5 * PAGE);
+    }
 
     #[tokio::test]
     async fn guests_get_no_filesystem_network_environment_or_arguments() {
