@@ -1,0 +1,3 @@
+module kubewasm.dev/guest
+
+go 1.26
