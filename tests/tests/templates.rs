@@ -83,3 +83,8 @@ fn check_template(language: Language) -> Result<()> {
 fn go_template_builds_loads_and_reconciles() -> Result<()> {
     check_template(Language::Go)
 }
+
+#[test]
+fn python_template_builds_loads_and_reconciles() -> Result<()> {
+    check_template(Language::Python)
+}
