@@ -76,7 +76,7 @@ macro_rules! podset_tests {
     )*};
 }
 
-podset_tests!(rust => Language::Rust);
+podset_tests!(rust => Language::Rust, go => Language::Go, python => Language::Python, js => Language::JavaScript);
 
 async fn podset_keeps_its_replicas(language: Language) -> Result<()> {
     let plane = control_plane();

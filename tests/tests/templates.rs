@@ -88,3 +88,8 @@ fn go_template_builds_loads_and_reconciles() -> Result<()> {
 fn python_template_builds_loads_and_reconciles() -> Result<()> {
     check_template(Language::Python)
 }
+
+#[test]
+fn js_template_builds_loads_and_reconciles() -> Result<()> {
+    check_template(Language::JavaScript)
+}

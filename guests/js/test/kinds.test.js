@@ -1,0 +1,58 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import {
+  Mapping,
+  Metadata,
+  apiVersionOf,
+  formatGvk,
+  formatKey,
+  gvk,
+  gvkFromApiVersion,
+  selection,
+} from "../src/kinds.js";
+
+test("api versions round-trip", () => {
+  const deployment = gvkFromApiVersion("apps/v1", "Deployment");
+  assert.deepEqual(deployment, gvk("apps", "v1", "Deployment"));
+  assert.equal(apiVersionOf(deployment), "apps/v1");
+  assert.equal(formatGvk(deployment), "apps/v1, Kind=Deployment");
+  const pod = gvkFromApiVersion("v1", "Pod");
+  assert.equal(pod.group, "");
+  assert.equal(apiVersionOf(pod), "v1");
+});
+
+test("the metadata builder makes the WIT record", () => {
+  const thing = gvk("a.io", "v1", "Thing");
+  const secrets = selection(gvk("", "v1", "Secret"), { namespace: "ns" });
+  const metadata = new Metadata("x", thing)
+    .owns(gvk("", "v1", "Pod"))
+    .watch(secrets, Mapping.label("thing"))
+    .watch(gvk("", "v1", "ConfigMap"), Mapping.guest)
+    .finalizer("a.io/cleanup")
+    .maxConcurrency(0)
+    .resyncEvery(1.5)
+    .toWit();
+  assert.deepEqual(metadata, {
+    name: "x",
+    primary: { kind: thing, namespace: undefined, labelSelector: undefined },
+    owns: [gvk("", "v1", "Pod")],
+    watches: [
+      { selection: secrets, mapping: { tag: "label", val: "thing" } },
+      {
+        selection: {
+          kind: gvk("", "v1", "ConfigMap"),
+          namespace: undefined,
+          labelSelector: undefined,
+        },
+        mapping: { tag: "guest" },
+      },
+    ],
+    finalizer: "a.io/cleanup",
+    maxConcurrency: 1,
+    resyncSeconds: 1,
+  });
+  assert.equal(new Metadata("y", thing).toWit().maxConcurrency, 1);
+  assert.equal(formatKey({ namespace: "ns", name: "n" }), "ns/n");
+  assert.equal(formatKey({ name: "n" }), "n");
+});

@@ -1,0 +1,25 @@
+/**
+ * Reads from the host's informer cache.
+ *
+ * Reads never reach the API server and only cover the kinds the controller declared (primary,
+ * owned and watched). Cached objects have `metadata.managedFields` stripped.
+ */
+/**
+ * The object `namespace/name` of `kind`, or `undefined` if the cache does not hold it.
+ * `namespace` is `undefined` for a cluster-scoped kind. Throws a `HostError`.
+ * @param {import("./kinds.js").Gvk} kind
+ * @param {string | undefined} namespace
+ * @param {string} name
+ * @returns {any}
+ */
+export declare function get(kind: import("./kinds.js").Gvk, namespace: string | undefined, name: string): any;
+/**
+ * Every cached object of `kind` in `namespace` (`undefined`: all namespaces), optionally only
+ * those matching `labelSelector` in the API server's syntax (`app=web,tier in (a,b),!legacy`).
+ * Ordered by namespace, then name. Throws a `HostError`.
+ * @param {import("./kinds.js").Gvk} kind
+ * @param {string} [namespace]
+ * @param {string} [labelSelector]
+ * @returns {any[]}
+ */
+export declare function list(kind: import("./kinds.js").Gvk, namespace?: string, labelSelector?: string): any[];

@@ -1,0 +1,71 @@
+/**
+ * Writes, executed by the host with the field manager `kubewasm-<name>`. Every function throws
+ * a `HostError` when the host or the API server refuses.
+ */
+export type Gvk = import("./kinds.js").Gvk;
+export type ApplyOptions = {
+    owned?: boolean;
+    force?: boolean;
+};
+export type Preconditions = {
+    uid?: string;
+    resourceVersion?: string;
+};
+/**
+ * @typedef {import("./kinds.js").Gvk} Gvk
+ * @typedef {{owned?: boolean, force?: boolean}} ApplyOptions
+ * @typedef {{uid?: string, resourceVersion?: string}} Preconditions
+ */
+/**
+ * Server-side apply of `object`, which must carry `apiVersion`, `kind` and `metadata.name`;
+ * `metadata.namespace` defaults to the reconciled object's. Only include the fields this
+ * controller manages. Returns the object as the API server holds it afterwards; an apply that
+ * would change nothing is not sent.
+ *
+ * Options default to `owned: true` (the reconciled object becomes the controller owner) and
+ * `force: true` (conflicting fields are taken over); pass `{owned: false}` for objects outside
+ * the reconciled object's owner tree.
+ *
+ * @param {object} object
+ * @param {ApplyOptions} [options]
+ * @returns {any}
+ */
+export declare function apply(object: object, { owned, force }?: ApplyOptions): any;
+/**
+ * Server-side apply of the `status` subresource of `object` (`apiVersion`, `kind`,
+ * `metadata.name` and `status`), with the same rules as {@link apply}.
+ * @param {object} object
+ * @returns {any}
+ */
+export declare function applyStatus(object: object): any;
+/**
+ * Deletes an object with background propagation, if it still has the `uid` and
+ * `resourceVersion` of `preconditions` (when given). An object that is already gone throws a 404
+ * `HostError` (see `ignoreNotFound`), a failed precondition a 409.
+ * @param {Gvk} kind
+ * @param {string | undefined} namespace
+ * @param {string} name
+ * @param {Preconditions} [preconditions]
+ */
+export declare function deleteObject(kind: Gvk, namespace: string | undefined, name: string, { uid, resourceVersion }?: Preconditions): void;
+/**
+ * Applies an RFC 7386 JSON merge patch (`null` removes a key) and returns the patched object.
+ * @param {Gvk} kind
+ * @param {string | undefined} namespace
+ * @param {string} name
+ * @param {object} patch
+ * @returns {any}
+ */
+export declare function patchMerge(kind: Gvk, namespace: string | undefined, name: string, patch: object): any;
+/**
+ * Applies an RFC 6902 JSON patch (an array of operations) and returns the patched object.
+ *
+ * A `replace` of `/metadata/resourceVersion` with the resourceVersion the guest read turns the
+ * patch into an optimistic-concurrency write: it fails with a 409 if the object changed since.
+ * @param {Gvk} kind
+ * @param {string | undefined} namespace
+ * @param {string} name
+ * @param {object[]} patch
+ * @returns {any}
+ */
+export declare function patchJson(kind: Gvk, namespace: string | undefined, name: string, patch: object[]): any;

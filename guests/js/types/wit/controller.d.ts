@@ -1,0 +1,14 @@
+/// <reference path="./interfaces/kubewasm-controller-cache.d.ts" />
+/// <reference path="./interfaces/kubewasm-controller-events.d.ts" />
+/// <reference path="./interfaces/kubewasm-controller-guest.d.ts" />
+/// <reference path="./interfaces/kubewasm-controller-log.d.ts" />
+/// <reference path="./interfaces/kubewasm-controller-types.d.ts" />
+/// <reference path="./interfaces/kubewasm-controller-writes.d.ts" />
+declare module 'kubewasm:controller/controller@0.1.0' {
+  export type * as KubewasmControllerCache010 from 'kubewasm:controller/cache@0.1.0'; // import kubewasm:controller/cache@0.1.0
+  export type * as KubewasmControllerEvents010 from 'kubewasm:controller/events@0.1.0'; // import kubewasm:controller/events@0.1.0
+  export type * as KubewasmControllerLog010 from 'kubewasm:controller/log@0.1.0'; // import kubewasm:controller/log@0.1.0
+  export type * as KubewasmControllerTypes010 from 'kubewasm:controller/types@0.1.0'; // import kubewasm:controller/types@0.1.0
+  export type * as KubewasmControllerWrites010 from 'kubewasm:controller/writes@0.1.0'; // import kubewasm:controller/writes@0.1.0
+  export * as guest from 'kubewasm:controller/guest@0.1.0'; // export kubewasm:controller/guest@0.1.0
+}

@@ -1,0 +1,42 @@
+/// <reference path="./kubewasm-controller-types.d.ts" />
+declare module 'kubewasm:controller/events@0.1.0' {
+  /**
+   * Records an event. Events are best effort: repeated ones may be merged or dropped.
+   */
+  export function recordEvent(event: Event): void;
+  export type Gvk = import('kubewasm:controller/types@0.1.0').Gvk;
+  export type Error = import('kubewasm:controller/types@0.1.0').Error;
+  /**
+   * The type of an event.
+   * # Variants
+   * 
+   * ## `"normal"`
+   * 
+   * ## `"warning"`
+   */
+  export type EventType = 'normal' | 'warning';
+  /**
+   * An event about one object.
+   */
+  export interface Event {
+    /**
+     * The object the event is about; its uid is filled in from the cache.
+     */
+    regardingKind: Gvk,
+    regardingNamespace?: string,
+    regardingName: string,
+    eventType: EventType,
+    /**
+     * A short CamelCase reason, e.g. `Scaled`.
+     */
+    reason: string,
+    /**
+     * What the controller did, e.g. `Create`.
+     */
+    action: string,
+    /**
+     * Human-readable text.
+     */
+    note: string,
+  }
+}
