@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use kubewasm::backend::{Backend, Scope};
 use kube::api::GroupVersionKind;
+use kubewasm::backend::{Backend, Scope};
 use kubewasm::bindings::types;
 use kubewasm::fixture::FixtureBackend;
 use serde_json::{Value, json};
