@@ -40,8 +40,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    PODS, machine, percentile, pod, podset, podset_fixture, podset_scope, resync_request,
-    rust_podset,
+    PODS, guest_env, machine, percentile, pod, podset, podset_fixture, resync_request, rust_podset,
 };
 use kubewasm::backend::Scope;
 use kubewasm::bindings::types;
@@ -49,7 +48,6 @@ use kubewasm::dispatch::{self, Entry, Outcome};
 use kubewasm::fixture::{FixtureBackend, Write};
 use kubewasm::imports::{CallContext, GuestEnv};
 use kubewasm::module::{self, Module};
-use kubewasm::permissions::Permissions;
 use kubewasm::runtime::{CallState, Limits, Runtime};
 use serde_json::{Value, json};
 use wasmtime::Store;
@@ -93,14 +91,7 @@ async fn run(wasm: &Path, backend: Arc<FixtureBackend>) {
     let module = module::load(&runtime, wasm, &limits)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let env = Arc::new(GuestEnv::new(
-        &module.metadata.name,
-        module.metadata.declared(),
-        backend.clone(),
-        limits.host_call_timeout,
-        Permissions::new(None),
-    ));
-    let scope = podset_scope(module.metadata.primary.kind.clone());
+    let (env, scope) = guest_env(&module, backend.clone(), &limits);
     let request = resync_request(&backend, &scope);
     let mut bench = Bench {
         runtime,

@@ -24,13 +24,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    machine, percentile, podset_fixture, podset_scope, resync_request, rust_podset, workspace,
+    guest_env, machine, percentile, podset_fixture, resync_request, rust_podset, workspace,
 };
 use kubewasm::dispatch::{self, Entry, Outcome};
 use kubewasm::fixture::{FixtureBackend, Write};
-use kubewasm::imports::{CallContext, GuestEnv};
+use kubewasm::imports::CallContext;
 use kubewasm::module;
-use kubewasm::permissions::Permissions;
 use kubewasm::runtime::{Limits, Runtime};
 use serde_json::json;
 
@@ -171,14 +170,7 @@ async fn measure(language: &str, wasm: PathBuf) -> Row {
     let compile = start.elapsed();
 
     let backend = Arc::new(podset_fixture());
-    let env = Arc::new(GuestEnv::new(
-        &module.metadata.name,
-        module.metadata.declared(),
-        backend.clone(),
-        limits.host_call_timeout,
-        Permissions::new(None),
-    ));
-    let scope = podset_scope(module.metadata.primary.kind.clone());
+    let (env, scope) = guest_env(&module, backend.clone(), &limits);
     let context = || CallContext {
         env: env.clone(),
         scope: Some(scope.clone()),

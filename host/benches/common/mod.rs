@@ -4,12 +4,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::GroupVersionKind;
 use kubewasm::backend::{Backend, Scope};
 use kubewasm::bindings::types;
 use kubewasm::fixture::FixtureBackend;
+use kubewasm::imports::GuestEnv;
+use kubewasm::module::Module;
+use kubewasm::permissions::Permissions;
+use kubewasm::runtime::Limits;
 use serde_json::{Value, json};
 
 pub const NAMESPACE: &str = "bench";
@@ -28,13 +33,31 @@ pub fn podset_fixture() -> FixtureBackend {
 }
 
 /// The scope of a call about the fixture's PodSet.
-pub fn podset_scope(kind: GroupVersionKind) -> Scope {
+fn podset_scope(kind: GroupVersionKind) -> Scope {
     Scope {
         kind,
         namespace: Some(NAMESPACE.into()),
         name: "web".into(),
         uid: Some(PODSET_UID.into()),
     }
+}
+
+/// The environment of `module`'s calls on `backend`, with every kind and verb allowed, and the
+/// scope of a call about the fixture's PodSet.
+pub fn guest_env(
+    module: &Module,
+    backend: Arc<FixtureBackend>,
+    limits: &Limits,
+) -> (Arc<GuestEnv>, Scope) {
+    let env = GuestEnv::new(
+        &module.metadata.name,
+        module.metadata.declared(),
+        backend,
+        limits.host_call_timeout,
+        Permissions::new(None),
+    );
+    let scope = podset_scope(module.metadata.primary.kind.clone());
+    (Arc::new(env), scope)
 }
 
 /// The workspace's root folder.
