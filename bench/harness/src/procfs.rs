@@ -1,0 +1,183 @@
+//! Resource usage of running processes, read from `/proc`.
+
+use std::sync::OnceLock;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+/// Memory and CPU of one process, or the sum over several.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Usage {
+    /// Resident set size now (`VmRSS`).
+    pub rss_bytes: u64,
+    /// Peak resident set size (`VmHWM`); summed over processes, an upper bound of the peak of
+    /// the sum.
+    pub peak_rss_bytes: u64,
+    /// The anonymous part of `rss_bytes` (`RssAnon`): heaps and stacks.
+    pub rss_anon_bytes: u64,
+    /// The file-backed part of `rss_bytes` (`RssFile`): the binary's and other mapped files'
+    /// pages, such as compiled modules loaded from the compile cache.
+    pub rss_file_bytes: u64,
+    /// Proportional set size (`Pss` of `smaps_rollup`): each page divided by the number of
+    /// mappings sharing it, so a file mapped several times counts once.
+    pub pss_bytes: u64,
+    /// User plus system CPU time of every thread, including threads that have exited.
+    pub cpu_seconds: f64,
+}
+
+impl std::ops::Add for Usage {
+    type Output = Usage;
+
+    fn add(self, other: Usage) -> Usage {
+        Usage {
+            rss_bytes: self.rss_bytes + other.rss_bytes,
+            peak_rss_bytes: self.peak_rss_bytes + other.peak_rss_bytes,
+            rss_anon_bytes: self.rss_anon_bytes + other.rss_anon_bytes,
+            rss_file_bytes: self.rss_file_bytes + other.rss_file_bytes,
+            pss_bytes: self.pss_bytes + other.pss_bytes,
+            cpu_seconds: self.cpu_seconds + other.cpu_seconds,
+        }
+    }
+}
+
+impl std::iter::Sum for Usage {
+    fn sum<I: Iterator<Item = Usage>>(iter: I) -> Usage {
+        iter.fold(Usage::default(), std::ops::Add::add)
+    }
+}
+
+/// The usage of the live process `pid`.
+pub fn usage(pid: u32) -> Result<Usage> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .with_context(|| format!("reading /proc/{pid}/smaps_rollup"))?;
+    Ok(Usage {
+        rss_bytes: status_kib(&status, "VmRSS").context("no VmRSS")? * 1024,
+        peak_rss_bytes: status_kib(&status, "VmHWM").context("no VmHWM")? * 1024,
+        rss_anon_bytes: status_kib(&status, "RssAnon").context("no RssAnon")? * 1024,
+        rss_file_bytes: status_kib(&status, "RssFile").context("no RssFile")? * 1024,
+        pss_bytes: status_kib(&rollup, "Pss").context("no Pss")? * 1024,
+        cpu_seconds: cpu_ticks(&stat).context("malformed /proc/PID/stat")? as f64
+            / ticks_per_second(),
+    })
+}
+
+/// The value in KiB of a `NAME:   123 kB` line of `/proc/PID/status` or `smaps_rollup`.
+fn status_kib(status: &str, name: &str) -> Option<u64> {
+    status.lines().find_map(|line| {
+        let value = line.strip_prefix(name)?.strip_prefix(':')?;
+        value.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// `utime + stime` of a `/proc/PID/stat` line, in clock ticks. The command name (field 2) may
+/// hold spaces and parentheses, so fields are counted from its closing parenthesis.
+fn cpu_ticks(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Field 3 (state) is fields[0]; utime and stime are fields 14 and 15.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// `getconf CLK_TCK`: the unit of CPU times in `/proc`; 100 when it cannot be read.
+fn ticks_per_second() -> f64 {
+    static TICKS: OnceLock<f64> = OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8(out.stdout).ok())
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// Clock ticks the machine's CPUs spent busy and in total since boot, from the first line of
+/// `/proc/stat` (idle and iowait count as not busy).
+#[derive(Debug, Clone, Copy)]
+pub struct CpuTimes {
+    busy: u64,
+    total: u64,
+}
+
+impl CpuTimes {
+    /// The times now.
+    pub fn now() -> Result<Self> {
+        let stat = std::fs::read_to_string("/proc/stat")?;
+        let line = stat.lines().next().context("an empty /proc/stat")?;
+        cpu_times(line).context("malformed /proc/stat")
+    }
+
+    /// The share of CPU time spent busy since `earlier`, in percent.
+    pub fn busy_percent_since(&self, earlier: &CpuTimes) -> f64 {
+        let total = self.total.saturating_sub(earlier.total).max(1);
+        100.0 * self.busy.saturating_sub(earlier.busy) as f64 / total as f64
+    }
+}
+
+/// The busy and total ticks of a `cpu  user nice system idle iowait irq softirq steal ...` line.
+fn cpu_times(line: &str) -> Option<CpuTimes> {
+    let ticks: Vec<u64> = line
+        .strip_prefix("cpu ")?
+        .split_whitespace()
+        .take(8)
+        .map(|field| field.parse().ok())
+        .collect::<Option<_>>()?;
+    let total: u64 = ticks.iter().sum();
+    let idle = ticks.get(3)? + ticks.get(4)?;
+    Some(CpuTimes {
+        busy: total - idle,
+        total,
+    })
+}
+
+/// `MemAvailable` of `/proc/meminfo`, in bytes.
+pub fn memory_available() -> Result<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo")?;
+    Ok(status_kib(&info, "MemAvailable").context("no MemAvailable")? * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_is_counted_after_the_command_name() {
+        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 1 0 10 0 0";
+        assert_eq!(cpu_ticks(stat), Some(300));
+    }
+
+    #[test]
+    fn status_values_are_read_in_kib() {
+        let status = "Name:\tbench\nVmHWM:\t   2048 kB\nVmRSS:\t    1024 kB\n";
+        assert_eq!(status_kib(status, "VmHWM"), Some(2048));
+        assert_eq!(status_kib(status, "VmRSS"), Some(1024));
+        assert_eq!(status_kib(status, "VmSwap"), None);
+        let rollup = "Rss:  300 kB\nPss:  200 kB\nPss_Anon:  50 kB\n";
+        assert_eq!(status_kib(rollup, "Pss"), Some(200));
+    }
+
+    #[test]
+    fn idle_and_iowait_are_not_busy() {
+        let times = cpu_times("cpu  100 5 50 800 40 3 2 0 0 0").unwrap();
+        assert_eq!((times.busy, times.total), (160, 1000));
+        let later = CpuTimes {
+            busy: 260,
+            total: 1200,
+        };
+        assert_eq!(later.busy_percent_since(&times), 50.0);
+    }
+
+    #[test]
+    fn this_process_uses_memory() {
+        let own = usage(std::process::id()).unwrap();
+        assert!(own.rss_bytes > 0 && own.peak_rss_bytes >= own.rss_bytes);
+        assert!(own.pss_bytes > 0 && own.pss_bytes <= own.rss_bytes);
+    }
+}

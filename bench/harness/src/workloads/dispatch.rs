@@ -1,0 +1,41 @@
+//! The dispatch micro-benchmark of the host crate (`cargo bench -p kubewasm --bench
+//! dispatch`): host overhead of one reconcile of a 4 KiB object with a fresh instance, against a
+//! bare wasmtime call of the same component.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+/// Runs the benchmark from the repository at `repo`, keeping its full output in `log`, and
+/// returns the figures of its `json:` line.
+pub fn run(repo: &Path, log: &Path) -> Result<Value> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .current_dir(repo)
+        .args(["bench", "-p", "kubewasm", "--bench", "dispatch"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running cargo bench")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    std::fs::write(log, stdout.as_bytes())?;
+    anyhow::ensure!(
+        output.status.success(),
+        "cargo bench -p kubewasm --bench dispatch failed with {}",
+        output.status
+    );
+    let line = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("json: "))
+        .context("the dispatch benchmark printed no json: line")?;
+    let mut figures: Value = serde_json::from_str(line)?;
+    figures["report"] = stdout
+        .lines()
+        .filter(|line| !line.starts_with("json: "))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .into();
+    Ok(figures)
+}

@@ -1,0 +1,8 @@
+//! The workloads of a run, each measured for every implementation it applies to.
+
+pub mod churn;
+pub mod convergence;
+pub mod dispatch;
+pub mod idle;
+pub mod reload;
+pub mod scale;
