@@ -322,7 +322,10 @@ pub fn markdown(results: &Results) -> String {
                 format!("{:.0}%", c.machine_busy_percent),
                 c.host.map_or("-".into(), |h| h.reconciles.to_string()),
                 c.host.map_or("-".into(), |h| {
-                    format!("{:.2}", 1e3 * h.reconcile_seconds / h.reconciles.max(1) as f64)
+                    format!(
+                        "{:.2}",
+                        1e3 * h.reconcile_seconds / h.reconciles.max(1) as f64
+                    )
                 }),
             ]
         }),

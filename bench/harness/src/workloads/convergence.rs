@@ -122,9 +122,10 @@ async fn converge(
             metrics,
             ..RunOptions::default()
         };
-        let mut controllers = bench
-            .launcher
-            .start(implementation, &label, &namespaces, &options)?;
+        let mut controllers =
+            bench
+                .launcher
+                .start(implementation, &label, &namespaces, &options)?;
         let done = bench
             .converged(namespace, sources, Some(&mut controllers))
             .await?;

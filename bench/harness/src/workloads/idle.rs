@@ -10,8 +10,8 @@ use serde::Serialize;
 use crate::apiserver;
 use crate::bench::{Bench, report_unclean};
 use crate::controllers::{Implementation, RunOptions, free_loopback_address};
-use crate::load;
 use crate::host_metrics::HostCounters;
+use crate::load;
 
 /// One idle resync run.
 #[derive(Debug, Clone, Serialize)]
