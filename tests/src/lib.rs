@@ -132,38 +132,38 @@ fn start() -> Result<ControlPlane> {
             _supervisor: None,
         });
     }
-    let dir = std::env::temp_dir().join(format!("kubewasm-test-{}", std::process::id()));
-    let script = repo_root().join("deploy/local/cluster");
-    let mut child = Command::new(&script)
-        .args(["run", "--stdin", "--dir"])
-        .arg(&dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("running {}", script.display()))?;
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let mut lines = BufReader::new(stdout).lines();
-    let kubeconfig = loop {
-        match lines.next() {
-            Some(line) => {
-                if let Some(path) = line?.strip_prefix("ready ") {
-                    break PathBuf::from(path);
-                }
-            }
-            None => {
-                let status = child.wait()?;
-                bail!(
-                    "{} exited with {status} before it was ready",
-                    script.display()
-                );
+    ControlPlane::start(&std::env::temp_dir().join(format!("kubewasm-test-{}", std::process::id())))
+}
+
+impl ControlPlane {
+    /// Starts a control plane in `dir` with `deploy/local/cluster run --stdin` (building it
+    /// first when its cache is cold) and waits until it is ready. It stops when this value
+    /// drops or the process exits, also when the process is killed.
+    pub fn start(dir: &Path) -> Result<Self> {
+        let script = repo_root().join("deploy/local/cluster");
+        let mut child = Command::new(&script)
+            .args(["run", "--stdin", "--dir"])
+            .arg(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("running {}", script.display()))?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        for line in BufReader::new(stdout).lines() {
+            if let Some(path) = line?.strip_prefix("ready ") {
+                return Ok(Self {
+                    kubeconfig: PathBuf::from(path),
+                    _supervisor: Some(child),
+                });
             }
         }
-    };
-    Ok(ControlPlane {
-        kubeconfig,
-        _supervisor: Some(child),
-    })
+        let status = child.wait()?;
+        bail!(
+            "{} exited with {status} before it was ready",
+            script.display()
+        )
+    }
 }
 
 /// How long a test waits for the cluster to converge: an upper bound for a loaded two-core

@@ -63,7 +63,7 @@ async fn main() -> Result<()> {
     let out = repo.join(&args.out);
     let machine = Machine::this();
 
-    let plane = tokio::task::block_in_place(|| ControlPlane::start(&repo, &work.join("cluster")))?;
+    let plane = tokio::task::block_in_place(|| ControlPlane::start(&work.join("cluster")))?;
     let client = plane.client().await?;
     let versions = Versions::of(&repo, apiserver::version(&client).await?);
     let observer = Arc::new(Observer::start(client.clone()).await?);
