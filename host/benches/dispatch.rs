@@ -40,12 +40,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    PODS, guest_env, machine, percentile, pod, podset, podset_fixture, resync_request, rust_podset,
+    PODS, assert_status_only, guest_env, machine, percentile, pod, podset, podset_fixture,
+    resync_request, rust_podset,
 };
 use kubewasm::backend::Scope;
 use kubewasm::bindings::types;
 use kubewasm::dispatch::{self, Entry, Outcome};
-use kubewasm::fixture::{FixtureBackend, Write};
+use kubewasm::fixture::FixtureBackend;
 use kubewasm::imports::{CallContext, GuestEnv};
 use kubewasm::module::{self, Module};
 use kubewasm::runtime::{CallState, Limits, Runtime};
@@ -277,11 +278,7 @@ impl Bench {
 
     /// Asserts that the reconcile wrote the PodSet's status and nothing else.
     fn check_writes(&self) {
-        let writes = self.backend.take_writes();
-        assert!(
-            matches!(writes.as_slice(), [Write::Apply(apply)] if apply.status),
-            "expected one status apply, got {writes:?}"
-        );
+        assert_status_only(&self.module.metadata.name, &self.backend);
     }
 }
 

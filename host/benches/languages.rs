@@ -24,10 +24,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    guest_env, machine, percentile, podset_fixture, resync_request, rust_podset, workspace,
+    assert_status_only, guest_env, machine, percentile, podset_fixture, resync_request,
+    rust_podset, workspace,
 };
 use kubewasm::dispatch::{self, Entry, Outcome};
-use kubewasm::fixture::{FixtureBackend, Write};
 use kubewasm::imports::CallContext;
 use kubewasm::module;
 use kubewasm::runtime::{Limits, Runtime};
@@ -190,7 +190,7 @@ async fn measure(language: &str, wasm: PathBuf) -> Row {
         .await;
         let elapsed = start.elapsed();
         assert_eq!(outcome, Ok(Outcome::Done), "{language}: reconcile failed");
-        check_writes(language, &backend);
+        assert_status_only(language, &backend);
         elapsed
     };
     // The first reconcile writes the status; the measured ones see it, as in a resync.
@@ -209,7 +209,7 @@ async fn measure(language: &str, wasm: PathBuf) -> Row {
             .call_reconcile(&mut store, &resync_request(&backend, &scope))
             .await;
         assert!(result.is_ok(), "{language}: reconcile trapped: {result:?}");
-        check_writes(language, &backend);
+        assert_status_only(language, &backend);
         (instantiated, store.data().memory_bytes())
     };
 
@@ -250,13 +250,4 @@ async fn measure(language: &str, wasm: PathBuf) -> Row {
         reconcile: stats(&reconcile),
         rounds: reconcile.len(),
     }
-}
-
-/// Asserts that the reconcile wrote the PodSet's status and nothing else.
-fn check_writes(language: &str, backend: &FixtureBackend) {
-    let writes = backend.take_writes();
-    assert!(
-        matches!(writes.as_slice(), [Write::Apply(apply)] if apply.status),
-        "{language}: expected one status apply, got {writes:?}"
-    );
 }

@@ -255,9 +255,14 @@ pub fn guest_wasm_with(package: &str, features: &[&str]) -> PathBuf {
 
 /// A host configuration running the guest crate `package` for the objects of `namespace`.
 pub fn module_config(package: &str, namespace: &str) -> String {
+    namespaced_config(&guest_wasm(package), namespace)
+}
+
+/// A host configuration running the module at `path` for the objects of `namespace`.
+fn namespaced_config(path: &Path, namespace: &str) -> String {
     format!(
         "modules:\n  - path: {}\n    namespaces: [{namespace}]\n",
-        guest_wasm(package).display()
+        path.display()
     )
 }
 
@@ -309,10 +314,7 @@ pub fn example_wasm(example: &str, language: Language) -> PathBuf {
 /// A host configuration running the `example` guest written in `language` for the objects of
 /// `namespace`.
 pub fn example_config(example: &str, language: Language, namespace: &str) -> String {
-    format!(
-        "modules:\n  - path: {}\n    namespaces: [{namespace}]\n",
-        example_wasm(example, language).display()
-    )
+    namespaced_config(&example_wasm(example, language), namespace)
 }
 
 /// The `kubectl` built with the control plane by `deploy/local/cluster build`.
@@ -330,8 +332,12 @@ pub fn helm() -> PathBuf {
         .clone()
 }
 
-/// Runs a build script of the repository and returns the path it prints last.
-fn built_by(script: &str, args: &[&str]) -> PathBuf {
+/// Runs a build script of the repository (its stderr passed through) and returns the path it
+/// prints last.
+///
+/// # Panics
+/// When the script cannot run or fails.
+pub fn built_by(script: &str, args: &[&str]) -> PathBuf {
     let output = Command::new(repo_root().join(script))
         .args(args)
         .stderr(Stdio::inherit())

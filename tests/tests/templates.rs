@@ -1,28 +1,11 @@
 //! The template guest of every language builds from source, loads as the host loads it, and
 //! reconciles a matching ConfigMap.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-use anyhow::{Context, Result, ensure};
-use kubewasm_tests::{Language, host_binary, repo_root};
+use anyhow::{Result, ensure};
+use kubewasm_tests::{Language, built_by, host_binary};
 use serde_json::json;
-
-/// Builds `guests/<dir>/template` with its `build` script and returns the component's path.
-fn template(language: Language) -> Result<PathBuf> {
-    let script = repo_root().join(format!("guests/{}/template/build", language.dir()));
-    let output = Command::new(&script)
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    ensure!(
-        output.status.success(),
-        "{} failed: {}",
-        script.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8(output.stdout)?;
-    Ok(PathBuf::from(stdout.lines().last().unwrap_or_default()))
-}
 
 /// Runs `kubewasm ARGS` and returns its stdout, failing with its stderr if it fails.
 fn kubewasm(args: &[&std::ffi::OsStr]) -> Result<String> {
@@ -36,7 +19,7 @@ fn kubewasm(args: &[&std::ffi::OsStr]) -> Result<String> {
 }
 
 fn check_template(language: Language) -> Result<()> {
-    let wasm = template(language)?;
+    let wasm = built_by(&format!("guests/{}/template/build", language.dir()), &[]);
     let declared = kubewasm(&["check".as_ref(), wasm.as_os_str()])?;
     for line in [
         "name        greeter",

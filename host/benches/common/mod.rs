@@ -10,7 +10,7 @@ use std::time::Duration;
 use kube::api::GroupVersionKind;
 use kubewasm::backend::{Backend, Scope};
 use kubewasm::bindings::types;
-use kubewasm::fixture::FixtureBackend;
+use kubewasm::fixture::{FixtureBackend, Write};
 use kubewasm::imports::GuestEnv;
 use kubewasm::module::Module;
 use kubewasm::permissions::Permissions;
@@ -58,6 +58,15 @@ pub fn guest_env(
     );
     let scope = podset_scope(module.metadata.primary.kind.clone());
     (Arc::new(env), scope)
+}
+
+/// Asserts that the reconcile of `guest` wrote the PodSet's status and nothing else.
+pub fn assert_status_only(guest: &str, backend: &FixtureBackend) {
+    let writes = backend.take_writes();
+    assert!(
+        matches!(writes.as_slice(), [Write::Apply(apply)] if apply.status),
+        "{guest}: expected one status apply, got {writes:?}"
+    );
 }
 
 /// The workspace's root folder.
