@@ -63,6 +63,7 @@ impl ClusterBackend {
         self.elided.load(Ordering::Relaxed)
     }
 
+    /// The cached object with this key, from the informer that saw it last if several hold it.
     fn cached(
         &self,
         kind: &GroupVersionKind,
@@ -72,7 +73,7 @@ impl ClusterBackend {
         self.informers
             .iter()
             .filter(|i| &i.key().kind == kind)
-            .find_map(|i| {
+            .filter_map(|i| {
                 i.store()
                     .get(&ObjectKey {
                         namespace: namespace.map(str::to_owned),
@@ -85,6 +86,7 @@ impl ClusterBackend {
                         })
                     })
             })
+            .max_by_key(|o| o.version())
     }
 
     /// The informers of `kind`, each with its list count before a write is sent.
@@ -149,7 +151,8 @@ impl Backend for ClusterBackend {
             .filter(|i| &i.key().kind == kind)
             .flat_map(|i| i.store().list(namespace, selector))
             .collect();
-        found.sort_by_key(|o| o.key());
+        // An object several informers hold is read from the one that saw it last.
+        found.sort_by_key(|o| (o.key(), std::cmp::Reverse(o.version())));
         found.dedup_by(|a, b| a.key() == b.key());
         Ok(found.into_iter().map(|o| o.json.clone()).collect())
     }

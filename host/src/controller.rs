@@ -24,11 +24,13 @@ use crate::health::{Health, Streak};
 use crate::histogram::Histogram;
 use crate::imports::{GuestEnv, kind_of};
 use crate::metrics::RECONCILE_TIME_BUCKETS;
-use crate::module::{Mapping, Module};
+use crate::module::{Mapping, Module, Selection};
 use crate::permissions::Permissions;
 use crate::queue::{QueueConfig, WorkQueue};
 use crate::runtime::{Limits, Runtime};
+use crate::selector::LabelSelector;
 use crate::trigger;
+use crate::view::View;
 use crate::watch::{Informer, Informers, Resources, Subscription};
 
 /// How the operator runs a guest, on top of what the module declares.
@@ -99,7 +101,8 @@ pub struct Controller {
     env: Arc<GuestEnv>,
     backend: Arc<ClusterBackend>,
     queue: Arc<WorkQueue<ObjectKey, Reason>>,
-    primaries: Vec<Arc<Informer>>,
+    /// The primary selection in each namespace it runs in.
+    primaries: Vec<View>,
     /// Every informer the guest reads: workers start once all of them have listed.
     readable: Vec<Arc<Informer>>,
     subscriptions: Mutex<Vec<Subscription>>,
@@ -123,40 +126,40 @@ impl Controller {
     ) -> Arc<Self> {
         let metadata = &module.metadata;
         let namespaces = metadata.namespaces(&settings.namespaces);
-        let primaries: Vec<_> = namespaces
-            .iter()
-            .map(|namespace| {
-                informers.acquire(
-                    &metadata.primary.kind,
-                    namespace.as_deref(),
-                    metadata.primary.selector.as_ref(),
-                )
-            })
+        let in_each_namespace = |kind: &GroupVersionKind, selector: Option<&LabelSelector>| {
+            namespaces
+                .iter()
+                .map(|namespace| Selection {
+                    kind: kind.clone(),
+                    namespace: namespace.clone(),
+                    selector: selector.cloned(),
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut selections =
+            in_each_namespace(&metadata.primary.kind, metadata.primary.selector.as_ref());
+        let primary_count = selections.len();
+        for kind in &metadata.owns {
+            selections.extend(in_each_namespace(kind, None));
+        }
+        let owned_count = selections.len() - primary_count;
+        selections.extend(metadata.watches.iter().map(|w| w.selection.clone()));
+        let mut views = View::serve(&selections, informers).into_iter();
+        let primaries: Vec<View> = views.by_ref().take(primary_count).collect();
+        let owned: Vec<View> = views.by_ref().take(owned_count).collect();
+        let watched: Vec<(View, Mapping)> = views
+            .zip(metadata.watches.iter().map(|w| w.mapping.clone()))
             .collect();
-        let owned: Vec<_> = namespaces
+        let mut readable: Vec<Arc<Informer>> = Vec::new();
+        for view in primaries
             .iter()
-            .flat_map(|namespace| {
-                metadata
-                    .owns
-                    .iter()
-                    .map(|kind| informers.acquire(kind, namespace.as_deref(), None))
-            })
-            .collect();
-        let watched: Vec<_> = metadata
-            .watches
-            .iter()
-            .map(|w| {
-                let informer = informers.acquire(
-                    &w.selection.kind,
-                    w.selection.namespace.as_deref(),
-                    w.selection.selector.as_ref(),
-                );
-                (informer, w.mapping.clone())
-            })
-            .collect();
-        let mut readable = primaries.clone();
-        readable.extend(owned.iter().cloned());
-        readable.extend(watched.iter().map(|(i, _)| i.clone()));
+            .chain(&owned)
+            .chain(watched.iter().map(|(v, _)| v))
+        {
+            if !readable.iter().any(|i| Arc::ptr_eq(i, view.informer())) {
+                readable.push(view.informer().clone());
+            }
+        }
         let backend = Arc::new(ClusterBackend::new(
             resources.clone(),
             &settings.name,
@@ -178,7 +181,7 @@ impl Controller {
             module: RwLock::new(module.clone()),
             env,
             backend,
-            primaries: primaries.clone(),
+            primaries,
             readable: readable.clone(),
             subscriptions: Mutex::default(),
             stop: CancellationToken::new(),
@@ -187,26 +190,26 @@ impl Controller {
         });
         let primary_kind = module.metadata.primary.kind.clone();
         let mut subscriptions = Vec::new();
-        for informer in &primaries {
+        for view in &controller.primaries {
             let queue = controller.queue.clone();
-            subscriptions.push(informer.subscribe(Arc::new(move |change: &Change| {
+            subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
                 if let Some((key, reason)) = trigger::primary(change) {
                     queue.add(key, reason);
                 }
             })));
         }
-        for informer in owned {
+        for view in owned {
             let queue = controller.queue.clone();
             let kind = primary_kind.clone();
-            subscriptions.push(informer.subscribe(Arc::new(move |change: &Change| {
+            subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
                 for key in trigger::owners(change, &kind, true) {
                     queue.add(key, Reason::OwnedChanged);
                 }
             })));
         }
-        for (informer, mapping) in watched {
+        for (view, mapping) in watched {
             let handler = controller.watch_handler(mapping, primary_kind.clone());
-            subscriptions.push(informer.subscribe(handler));
+            subscriptions.push(view.subscribe(handler));
         }
         *controller.subscriptions.lock().expect("subscriptions lock") = subscriptions;
         for _ in 0..controller.settings.max_concurrency {
@@ -375,8 +378,8 @@ impl Controller {
     /// with. The caller checks [`Controller::can_swap_to`] first.
     pub fn swap_module(&self, module: Arc<Module>) {
         *self.module.write().expect("module lock") = module;
-        for informer in &self.primaries {
-            for key in informer.store().keys() {
+        for view in &self.primaries {
+            for key in view.keys() {
                 self.queue.add(key, Reason::Reload);
             }
         }
@@ -394,7 +397,7 @@ impl Controller {
 
     /// The cached primary object with this key.
     fn primary(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
-        self.primaries.iter().find_map(|i| i.store().get(key))
+        self.primaries.iter().find_map(|v| v.get(key))
     }
 
     async fn work(self: Arc<Self>) {
@@ -541,8 +544,8 @@ async fn resync(controller: Weak<Controller>, stop: CancellationToken, period: D
         let Some(controller) = controller.upgrade() else {
             return;
         };
-        for informer in &controller.primaries {
-            for key in informer.store().keys() {
+        for view in &controller.primaries {
+            for key in view.keys() {
                 controller.queue.add(key, Reason::Resync);
             }
         }

@@ -31,4 +31,5 @@ pub mod scaffold;
 pub mod selector;
 pub mod serve;
 pub mod trigger;
+pub mod view;
 pub mod watch;

@@ -10,6 +10,7 @@ use kube::api::GroupVersionKind;
 
 use crate::backend::{ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest};
 use crate::bindings::{ControllerPre, GUEST_INTERFACE, types};
+use crate::cache::CachedObject;
 use crate::imports::{CallContext, Declared, GuestEnv, to_gvk};
 use crate::permissions::Permissions;
 use crate::runtime::{CallState, Compiled, Limits, Runtime};
@@ -72,6 +73,20 @@ pub struct Selection {
     pub namespace: Option<String>,
     /// A label selector, in canonical form.
     pub selector: Option<LabelSelector>,
+}
+
+impl Selection {
+    /// Whether an object of this kind falls in the namespace and label selector. Cluster-scoped
+    /// objects are in no namespace, so a namespace does not exclude them.
+    pub fn selects(&self, object: &CachedObject) -> bool {
+        (object.namespace.is_none()
+            || self.namespace.is_none()
+            || self.namespace == object.namespace)
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|s| s.matches(&object.labels))
+    }
 }
 
 /// How a change to a watched object maps to primary keys.

@@ -20,6 +20,7 @@ use kube::{Api, Client};
 use tokio::sync::watch as signal;
 
 use crate::cache::{CachedObject, Change, Store};
+use crate::module::Selection;
 use crate::selector::LabelSelector;
 
 /// What an informer watches.
@@ -40,7 +41,7 @@ pub type Handler = Arc<dyn Fn(&Change) + Send + Sync>;
 /// A running informer.
 pub struct Informer {
     key: InformerKey,
-    selector: Option<LabelSelector>,
+    selection: Selection,
     store: Store,
     handlers: Mutex<Vec<(u64, Handler)>>,
     synced: signal::Receiver<bool>,
@@ -51,6 +52,11 @@ impl Informer {
     /// What it watches.
     pub fn key(&self) -> &InformerKey {
         &self.key
+    }
+
+    /// What it watches, with the selector parsed.
+    pub fn selection(&self) -> &Selection {
+        &self.selection
     }
 
     /// Its cache.
@@ -91,23 +97,11 @@ impl Informer {
         }
     }
 
-    /// Whether an object of this informer's kind falls in its namespace and label selector.
-    pub fn selects(&self, object: &CachedObject) -> bool {
-        self.key
-            .namespace
-            .as_ref()
-            .is_none_or(|ns| object.namespace.as_ref() == Some(ns))
-            && self
-                .selector
-                .as_ref()
-                .is_none_or(|s| s.matches(&object.labels))
-    }
-
     /// Records the object a write of the host returned, so that readers see it before the watch
     /// delivers it; handlers see the change as usual. `lists` is [`Store::lists`] taken before
     /// the write was sent; see [`Store::record_write`] for when the object is not recorded.
     pub fn record_write(&self, object: &CachedObject, lists: u64) {
-        if self.selects(object) {
+        if self.selection.selects(object) {
             self.emit(|store| {
                 store
                     .record_write(object.clone(), lists)
@@ -249,7 +243,11 @@ impl Informers {
         let (synced_tx, synced) = signal::channel(false);
         let informer = Arc::new(Informer {
             key: key.clone(),
-            selector: selector.cloned(),
+            selection: Selection {
+                kind: kind.clone(),
+                namespace: namespace.map(str::to_owned),
+                selector: selector.cloned(),
+            },
             store: Store::default(),
             handlers: Mutex::default(),
             synced,

@@ -1,13 +1,14 @@
 //! The host's HTTP endpoints: /metrics counts and times the guest's reconciles in
 //! controller-runtime's names, /healthz and /readyz answer once the host runs and its informers
-//! have listed, and /status names the guest's module.
+//! have listed, /status names the guest's module, and the informer caches are listed.
 
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use kubewasm_tests::{
-    WAIT, control_plane, eventually, free_ports, http_get as get, module_config, with_host_args,
+    Language, WAIT, apply_yaml, control_plane, eventually, example_config, free_ports,
+    http_get as get, module_config, repo_root, with_host_args,
 };
 use serde_json::{Value, json};
 
@@ -158,6 +159,49 @@ async fn exercise(client: &Client, namespace: &str, metrics: &str, probes: &str)
     );
     ensure!(mirror["consecutiveFailures"] == 0, "{body}");
     Ok(())
+}
+
+/// The PodSet guest owns its pods in the namespace it runs in and watches pods everywhere (for
+/// orphans to adopt). Both are served by the one watch of every namespace: a second, namespaced
+/// watch could deliver a pod's deletion while the wider one, still behind, kept the pod in what
+/// the guest reads, and the PodSet would never be reconciled again for it.
+#[tokio::test]
+async fn a_guest_reads_and_is_triggered_by_one_cache_per_object() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("caches").await?;
+    apply_yaml(&client, &repo_root().join("examples/podset/crd.yaml"), None).await?;
+    let [metrics, probes] = free_ports()?.map(|port| format!("127.0.0.1:{port}"));
+    with_host_args(
+        ns.name(),
+        &example_config("podset", Language::Rust, ns.name()),
+        &[
+            "--metrics-bind-address",
+            &metrics,
+            "--health-probe-bind-address",
+            &probes,
+        ],
+        async |_| {
+            eventually("/readyz to answer 200", WAIT, || async {
+                Ok(Some(get(&probes, "/readyz").await?.0).filter(|status| *status == 200))
+            })
+            .await?;
+            let samples = parse(&get(&metrics, "/metrics").await?.1)?;
+            let mut caches: Vec<&str> = samples
+                .iter()
+                .filter_map(|(series, _)| series.strip_prefix("kubewasm_cache_objects"))
+                .collect();
+            caches.sort_unstable();
+            let podsets = format!(
+                r#"{{group="kubewasm.dev",version="v1alpha1",kind="PodSet",namespace="{}",selector=""}}"#,
+                ns.name()
+            );
+            let pods = r#"{group="",version="v1",kind="Pod",namespace="",selector=""}"#;
+            ensure!(caches == [pods, &podsets], "caches: {caches:?}");
+            Ok(())
+        },
+    )
+    .await
 }
 
 /// One histogram series of an exposition.
