@@ -161,12 +161,13 @@ pub struct Module {
     pub digest: String,
     /// When it was loaded.
     pub loaded_at: SystemTime,
-    /// Whether the compiled code came from the compile cache.
+    /// Whether the compiled code was reused, from the compile cache or from a live module of
+    /// the same bytes, rather than compiled.
     pub from_cache: bool,
     /// What it declares.
     pub metadata: Metadata,
-    /// The pre-linked component.
-    pub pre: ControllerPre<CallState>,
+    /// The pre-linked component, shared by every live module of the same bytes.
+    pub pre: Arc<ControllerPre<CallState>>,
 }
 
 /// Loads, compiles and validates the module at `path`.
@@ -190,17 +191,47 @@ pub async fn load(
         });
     }
     let digest = sha256_hex(&bytes);
+    let (pre, from_cache) = match runtime.linked(&digest) {
+        Some(pre) => (pre, true),
+        None => link(runtime, path, bytes, &digest).await?,
+    };
+    let declared = read_metadata(runtime, &pre, limits)
+        .await
+        .map_err(|message| LoadError::Metadata {
+            path: path.to_owned(),
+            message,
+        })?;
+    let metadata = validate(declared).map_err(|message| LoadError::Invalid {
+        path: path.to_owned(),
+        message,
+    })?;
+    runtime.share(&digest, &pre);
+    Ok(Arc::new(Module {
+        path: path.to_owned(),
+        digest,
+        loaded_at: SystemTime::now(),
+        from_cache,
+        metadata,
+        pre,
+    }))
+}
+
+/// Compiles `bytes` (or reads them from the compile cache) and links them against the world;
+/// returns the pre-linked component and whether the compiled code came from the cache.
+async fn link(
+    runtime: &Runtime,
+    path: &Path,
+    bytes: Vec<u8>,
+    digest: &str,
+) -> Result<(Arc<ControllerPre<CallState>>, bool), LoadError> {
     let compiled = {
         let runtime = runtime.clone();
-        let digest = digest.clone();
+        let digest = digest.to_owned();
         tokio::task::spawn_blocking(move || runtime.compile(&bytes, &digest))
             .await
             .expect("compilation does not panic")
     };
-    let Compiled {
-        component,
-        cached: from_cache,
-    } = compiled.map_err(|e| LoadError::Compile {
+    let Compiled { component, cached } = compiled.map_err(|e| LoadError::Compile {
         path: path.to_owned(),
         message: format!("{e:#}"),
     })?;
@@ -213,24 +244,7 @@ pub async fn load(
         .instantiate_pre(&component)
         .map_err(world_error)?;
     let pre = ControllerPre::new(instance_pre).map_err(world_error)?;
-    let declared = read_metadata(runtime, &pre, limits)
-        .await
-        .map_err(|message| LoadError::Metadata {
-            path: path.to_owned(),
-            message,
-        })?;
-    let metadata = validate(declared).map_err(|message| LoadError::Invalid {
-        path: path.to_owned(),
-        message,
-    })?;
-    Ok(Arc::new(Module {
-        path: path.to_owned(),
-        digest,
-        loaded_at: SystemTime::now(),
-        from_cache,
-        metadata,
-        pre,
-    }))
+    Ok((Arc::new(pre), cached))
 }
 
 async fn read_metadata(

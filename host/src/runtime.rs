@@ -11,7 +11,8 @@
 //! their wall clock and seeds their random sources, so that the same call on the same inputs
 //! behaves the same every time.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker, ResourceTable};
@@ -21,7 +22,7 @@ use wasmtime::{
 };
 use wasmtime_wasi::{Deterministic, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
-use crate::bindings::Controller;
+use crate::bindings::{Controller, ControllerPre};
 use crate::compile_cache::CompileCache;
 use crate::imports::CallContext;
 use crate::limits::{Capture, Captured, LogBudget};
@@ -239,6 +240,8 @@ pub struct Runtime {
     linker: Arc<Linker<CallState>>,
     deterministic: bool,
     cache: Option<CompileCache>,
+    /// Pre-linked components of live modules, by digest (see [`Runtime::linked`]).
+    linked: Arc<Mutex<HashMap<String, Weak<ControllerPre<CallState>>>>>,
 }
 
 /// A component ready to be linked.
@@ -290,6 +293,7 @@ impl Runtime {
             linker: Arc::new(linker),
             deterministic,
             cache: None,
+            linked: Arc::default(),
         })
     }
 
@@ -328,6 +332,21 @@ impl Runtime {
             component,
             cached: false,
         })
+    }
+
+    /// The pre-linked component of the bytes with SHA-256 `digest`, while a module loaded from
+    /// them is alive: modules of the same bytes share one copy of the compiled code.
+    pub fn linked(&self, digest: &str) -> Option<Arc<ControllerPre<CallState>>> {
+        let linked = self.linked.lock().expect("linked lock");
+        linked.get(digest).and_then(Weak::upgrade)
+    }
+
+    /// Offers `pre`, linked from the bytes with SHA-256 `digest`, to later loads of the same
+    /// bytes for as long as a module holds it.
+    pub fn share(&self, digest: &str, pre: &Arc<ControllerPre<CallState>>) {
+        let mut linked = self.linked.lock().expect("linked lock");
+        linked.retain(|_, pre| pre.strong_count() > 0);
+        linked.insert(digest.to_owned(), Arc::downgrade(pre));
     }
 
     /// A store for one call. The deadline starts now; every epoch tick before it yields to

@@ -1,0 +1,41 @@
+//! Loading modules: modules of the same bytes share one compiled, pre-linked component while one
+//! of them is alive.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kubewasm::module;
+use kubewasm::runtime::{Limits, Runtime};
+use kubewasm_testkit::build;
+
+fn podset() -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the host crate is inside the workspace");
+    build(workspace.join("examples/podset/rust"))
+}
+
+#[tokio::test]
+async fn modules_of_the_same_bytes_share_their_compiled_code_while_one_is_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    let [first, second] = ["first.wasm", "second.wasm"].map(|name| dir.path().join(name));
+    std::fs::copy(podset(), &first).unwrap();
+    std::fs::copy(&first, &second).unwrap();
+    let runtime = Runtime::new().unwrap();
+    let limits = Limits::default();
+
+    let a = module::load(&runtime, &first, &limits).await.unwrap();
+    assert!(!a.from_cache, "the first load compiles");
+    let b = module::load(&runtime, &second, &limits).await.unwrap();
+    assert!(Arc::ptr_eq(&a.pre, &b.pre), "one component for both");
+    assert!(b.from_cache, "the second load compiles nothing");
+    assert_eq!(b.path, second);
+    assert_eq!(a.metadata, b.metadata);
+
+    drop((a, b));
+    let c = module::load(&runtime, &first, &limits).await.unwrap();
+    assert!(
+        !c.from_cache,
+        "once no module holds it, the component is compiled again"
+    );
+}
