@@ -72,7 +72,7 @@ impl ClusterBackend {
     ) -> Option<Arc<CachedObject>> {
         self.informers
             .iter()
-            .filter(|i| &i.key().kind == kind)
+            .filter(|i| &i.selection().kind == kind)
             .filter_map(|i| {
                 i.store()
                     .get(&ObjectKey {
@@ -93,7 +93,7 @@ impl ClusterBackend {
     fn marks(&self, kind: &GroupVersionKind) -> Vec<(&Arc<Informer>, u64)> {
         self.informers
             .iter()
-            .filter(|i| &i.key().kind == kind)
+            .filter(|i| &i.selection().kind == kind)
             .map(|i| (i, i.store().lists()))
             .collect()
     }
@@ -148,7 +148,7 @@ impl Backend for ClusterBackend {
         let mut found: Vec<Arc<CachedObject>> = self
             .informers
             .iter()
-            .filter(|i| &i.key().kind == kind)
+            .filter(|i| &i.selection().kind == kind)
             .flat_map(|i| i.store().list(namespace, selector))
             .collect();
         // An object several informers hold is read from the one that saw it last.

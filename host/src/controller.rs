@@ -136,19 +136,26 @@ impl Controller {
                 })
                 .collect::<Vec<_>>()
         };
-        let mut selections =
+        let primaries =
             in_each_namespace(&metadata.primary.kind, metadata.primary.selector.as_ref());
-        let primary_count = selections.len();
-        for kind in &metadata.owns {
-            selections.extend(in_each_namespace(kind, None));
-        }
-        let owned_count = selections.len() - primary_count;
-        selections.extend(metadata.watches.iter().map(|w| w.selection.clone()));
-        let mut views = View::serve(&selections, informers).into_iter();
-        let primaries: Vec<View> = views.by_ref().take(primary_count).collect();
-        let owned: Vec<View> = views.by_ref().take(owned_count).collect();
-        let watched: Vec<(View, Mapping)> = views
-            .zip(metadata.watches.iter().map(|w| w.mapping.clone()))
+        let owned: Vec<Selection> = metadata
+            .owns
+            .iter()
+            .flat_map(|kind| in_each_namespace(kind, None))
+            .collect();
+        let all: Vec<Selection> = primaries
+            .iter()
+            .chain(&owned)
+            .chain(metadata.watches.iter().map(|w| &w.selection))
+            .cloned()
+            .collect();
+        let view = |selection: &Selection| View::new(selection, &all, informers);
+        let primaries: Vec<View> = primaries.iter().map(view).collect();
+        let owned: Vec<View> = owned.iter().map(view).collect();
+        let watched: Vec<(View, Mapping)> = metadata
+            .watches
+            .iter()
+            .map(|w| (view(&w.selection), w.mapping.clone()))
             .collect();
         let mut readable: Vec<Arc<Informer>> = Vec::new();
         for view in primaries

@@ -15,8 +15,8 @@ use std::sync::atomic::Ordering;
 use crate::health::Health;
 use crate::histogram::{self, HistogramSnapshot};
 use crate::host::Observer;
+use crate::module::Selection;
 use crate::queue::QueueStats;
-use crate::watch::InformerKey;
 
 /// The content type of [`Snapshot::render`]'s output.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -72,7 +72,7 @@ pub struct GuestSnapshot {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheSnapshot {
     /// What the informer watches.
-    pub key: InformerKey,
+    pub selection: Selection,
     /// Objects it holds.
     pub objects: usize,
 }
@@ -127,11 +127,11 @@ impl Snapshot {
             .informers()
             .iter()
             .map(|i| CacheSnapshot {
-                key: i.key().clone(),
+                selection: i.selection().clone(),
                 objects: i.store().len(),
             })
             .collect();
-        caches.sort_by(|a, b| cache_labels(&a.key).cmp(&cache_labels(&b.key)));
+        caches.sort_by_cached_key(|c| cache_labels(&c.selection));
         let counters = observer.load_counters();
         let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
         Self {
@@ -357,15 +357,15 @@ impl Snapshot {
             "Objects in an informer's cache",
         );
         for cache in &self.caches {
-            let [group, version, kind, namespace, selector] = cache_labels(&cache.key);
+            let [group, version, kind, namespace, selector] = cache_labels(&cache.selection);
             out.sample(
                 "kubewasm_cache_objects",
                 &[
-                    ("group", group),
-                    ("version", version),
-                    ("kind", kind),
-                    ("namespace", namespace),
-                    ("selector", selector),
+                    ("group", &group),
+                    ("version", &version),
+                    ("kind", &kind),
+                    ("namespace", &namespace),
+                    ("selector", &selector),
                 ],
                 cache.objects,
             );
@@ -375,13 +375,17 @@ impl Snapshot {
 }
 
 /// An informer's labels; empty for the core group, every namespace and no selector.
-fn cache_labels(key: &InformerKey) -> [&str; 5] {
+fn cache_labels(selection: &Selection) -> [String; 5] {
     [
-        &key.kind.group,
-        &key.kind.version,
-        &key.kind.kind,
-        key.namespace.as_deref().unwrap_or_default(),
-        key.selector.as_deref().unwrap_or_default(),
+        selection.kind.group.clone(),
+        selection.kind.version.clone(),
+        selection.kind.kind.clone(),
+        selection.namespace.clone().unwrap_or_default(),
+        selection
+            .selector
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
     ]
 }
 
@@ -559,10 +563,10 @@ mod tests {
         Snapshot {
             guests: vec![guest("mirror"), guest("podset")],
             caches: vec![CacheSnapshot {
-                key: InformerKey {
+                selection: Selection {
                     kind: GroupVersionKind::gvk("", "v1", "ConfigMap"),
                     namespace: Some("team-a".into()),
-                    selector: Some("app in (a,b)".into()),
+                    selector: Some("app in (a,b)".parse().unwrap()),
                 },
                 objects: 9,
             }],

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::health::FAILING_AFTER;
 use crate::host::Observer;
 use crate::metrics::{self, Snapshot};
-use crate::watch::InformerKey;
+use crate::module::Selection;
 
 /// A listener that could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -259,21 +259,21 @@ fn not_ready(observer: Option<&Observer>, standby: bool) -> Option<String> {
         .informers()
         .iter()
         .filter(|i| !i.is_synced())
-        .map(|i| describe(i.key()))
+        .map(|i| describe(i.selection()))
         .collect();
     (!waiting.is_empty()).then(|| format!("informers not synced: {}", waiting.join(", ")))
 }
 
-fn describe(key: &InformerKey) -> String {
-    let kind = &key.kind;
+fn describe(selection: &Selection) -> String {
+    let kind = &selection.kind;
     let mut text = match kind.group.as_str() {
         "" => format!("{}/{}", kind.version, kind.kind),
         group => format!("{group}/{}/{}", kind.version, kind.kind),
     };
-    if let Some(namespace) = &key.namespace {
+    if let Some(namespace) = &selection.namespace {
         text.push_str(&format!(" in {namespace}"));
     }
-    if let Some(selector) = &key.selector {
+    if let Some(selector) = &selection.selector {
         text.push_str(&format!(" ({selector})"));
     }
     text
@@ -364,11 +364,14 @@ mod tests {
 
     #[test]
     fn informers_are_described_by_kind_namespace_and_selector() {
-        let key = InformerKey {
+        let selection = Selection {
             kind: GroupVersionKind::gvk("apps", "v1", "Deployment"),
             namespace: Some("team-a".into()),
-            selector: Some("app=web".into()),
+            selector: Some("app=web".parse().unwrap()),
         };
-        assert_eq!(describe(&key), "apps/v1/Deployment in team-a (app=web)");
+        assert_eq!(
+            describe(&selection),
+            "apps/v1/Deployment in team-a (app=web)"
+        );
     }
 }

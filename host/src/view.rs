@@ -20,23 +20,13 @@ pub struct View {
 }
 
 impl View {
-    /// The view of each of `selections`, in order. A selection is served by the informer of the
-    /// widest selection among them that contains it.
-    pub fn serve(selections: &[Selection], informers: &Informers) -> Vec<View> {
-        selections
-            .iter()
-            .map(|selection| {
-                let server = server(selection, selections);
-                View {
-                    selection: selection.clone(),
-                    informer: informers.acquire(
-                        &server.kind,
-                        server.namespace.as_deref(),
-                        server.selector.as_ref(),
-                    ),
-                }
-            })
-            .collect()
+    /// The view of `selection`, one of a guest's selections `all`: served by the informer of
+    /// the widest of them that contains it.
+    pub fn new(selection: &Selection, all: &[Selection], informers: &Informers) -> View {
+        View {
+            selection: selection.clone(),
+            informer: informers.acquire(server(selection, all)),
+        }
     }
 
     /// The informer serving it, which may select more than it does.

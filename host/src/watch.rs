@@ -21,18 +21,6 @@ use tokio::sync::watch as signal;
 
 use crate::cache::{CachedObject, Change, Store};
 use crate::module::Selection;
-use crate::selector::LabelSelector;
-
-/// What an informer watches.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct InformerKey {
-    /// The kind.
-    pub kind: GroupVersionKind,
-    /// One namespace, or all.
-    pub namespace: Option<String>,
-    /// Label selector in canonical form, or none.
-    pub selector: Option<String>,
-}
 
 /// Receives every change of an informer, in order. Called on the informer's task: keep it short
 /// and never block.
@@ -40,7 +28,6 @@ pub type Handler = Arc<dyn Fn(&Change) + Send + Sync>;
 
 /// A running informer.
 pub struct Informer {
-    key: InformerKey,
     selection: Selection,
     store: Store,
     handlers: Mutex<Vec<(u64, Handler)>>,
@@ -50,11 +37,6 @@ pub struct Informer {
 
 impl Informer {
     /// What it watches.
-    pub fn key(&self) -> &InformerKey {
-        &self.key
-    }
-
-    /// What it watches, with the selector parsed.
     pub fn selection(&self) -> &Selection {
         &self.selection
     }
@@ -132,7 +114,16 @@ impl Drop for Informer {
         if let Some(task) = self.task.get() {
             task.abort();
         }
-        tracing::debug!(kind = ?self.key.kind, namespace = ?self.key.namespace, selector = ?self.key.selector, "informer stopped: no guest needs it");
+        let Selection {
+            kind, namespace, ..
+        } = &self.selection;
+        let selector = self.selection.selector.as_ref().map(ToString::to_string);
+        tracing::debug!(
+            ?kind,
+            ?namespace,
+            ?selector,
+            "informer stopped: no guest needs it"
+        );
     }
 }
 
@@ -211,7 +202,7 @@ impl Resources {
 /// Every running informer, by what it watches.
 pub struct Informers {
     resources: Arc<Resources>,
-    running: Mutex<HashMap<InformerKey, Weak<Informer>>>,
+    running: Mutex<HashMap<Selection, Weak<Informer>>>,
 }
 
 impl Informers {
@@ -223,31 +214,16 @@ impl Informers {
         }
     }
 
-    /// The informer for `key`, started if nobody holds it yet.
-    pub fn acquire(
-        &self,
-        kind: &GroupVersionKind,
-        namespace: Option<&str>,
-        selector: Option<&LabelSelector>,
-    ) -> Arc<Informer> {
-        let key = InformerKey {
-            kind: kind.clone(),
-            namespace: namespace.map(str::to_owned),
-            selector: selector.map(ToString::to_string),
-        };
+    /// The informer of `selection`, started if nobody holds it yet.
+    pub fn acquire(&self, selection: &Selection) -> Arc<Informer> {
         let mut running = self.running.lock().expect("informers lock");
-        if let Some(informer) = running.get(&key).and_then(Weak::upgrade) {
+        if let Some(informer) = running.get(selection).and_then(Weak::upgrade) {
             return informer;
         }
         running.retain(|_, informer| informer.strong_count() > 0);
         let (synced_tx, synced) = signal::channel(false);
         let informer = Arc::new(Informer {
-            key: key.clone(),
-            selection: Selection {
-                kind: kind.clone(),
-                namespace: namespace.map(str::to_owned),
-                selector: selector.cloned(),
-            },
+            selection: selection.clone(),
             store: Store::default(),
             handlers: Mutex::default(),
             synced,
@@ -257,13 +233,14 @@ impl Informers {
         // reference would take it for stopped and end before listing.
         let task = tokio::spawn(run(
             self.resources.clone(),
-            key.clone(),
+            selection.clone(),
             Arc::downgrade(&informer),
             synced_tx,
         ));
         let _ = informer.task.set(task.abort_handle());
-        tracing::debug!(kind = ?key.kind, namespace = ?key.namespace, selector = ?key.selector, "informer started");
-        running.insert(key, Arc::downgrade(&informer));
+        let selector = selection.selector.as_ref().map(ToString::to_string);
+        tracing::debug!(kind = ?selection.kind, namespace = ?selection.namespace, selector = ?selector, "informer started");
+        running.insert(selection.clone(), Arc::downgrade(&informer));
         informer
     }
 
@@ -288,7 +265,7 @@ fn forbidden(error: &watcher::Error) -> Option<&str> {
 
 async fn run(
     resources: Arc<Resources>,
-    key: InformerKey,
+    key: Selection,
     informer: Weak<Informer>,
     synced: signal::Sender<bool>,
 ) {
@@ -305,7 +282,7 @@ async fn run(
     };
     let mut config = watcher::Config::default();
     if let Some(selector) = &key.selector {
-        config = config.labels(selector);
+        config = config.labels(&selector.to_string());
     }
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
     let mut listing = Vec::new();

@@ -17,18 +17,41 @@ async fn metrics_probes_and_status_are_served() -> Result<()> {
     let plane = control_plane();
     let client = plane.client().await?;
     let ns = plane.namespace("metrics").await?;
-    let [metrics, probes] = free_ports()?.map(|port| format!("127.0.0.1:{port}"));
-    with_host_args(
+    with_listening_host(
         ns.name(),
         &module_config("mirror", ns.name()),
+        async |metrics, probes| exercise(&client, ns.name(), metrics, probes).await,
+    )
+    .await
+}
+
+/// Runs `exercise` against a host running `config` with its metrics and probe listeners on free
+/// loopback ports, whose addresses `exercise` gets.
+async fn with_listening_host(
+    name: &str,
+    config: &str,
+    exercise: impl AsyncFnOnce(&str, &str) -> Result<()>,
+) -> Result<()> {
+    let [metrics, probes] = free_ports()?.map(|port| format!("127.0.0.1:{port}"));
+    with_host_args(
+        name,
+        config,
         &[
             "--metrics-bind-address",
             &metrics,
             "--health-probe-bind-address",
             &probes,
         ],
-        async |_| exercise(&client, ns.name(), &metrics, &probes).await,
+        async |_| exercise(&metrics, &probes).await,
     )
+    .await
+}
+
+/// Waits for /readyz at `probes` to answer 200; returns its status and body.
+async fn ready(probes: &str) -> Result<(u16, String)> {
+    eventually("/readyz to answer 200", WAIT, || async {
+        Ok(Some(get(probes, "/readyz").await?).filter(|(status, _)| *status == 200))
+    })
     .await
 }
 
@@ -51,10 +74,7 @@ async fn exercise(client: &Client, namespace: &str, metrics: &str, probes: &str)
     })
     .await?;
 
-    let (status, body) = eventually("/readyz to answer 200", WAIT, || async {
-        Ok(Some(get(probes, "/readyz").await?).filter(|(status, _)| *status == 200))
-    })
-    .await?;
+    let (status, body) = ready(probes).await?;
     ensure!(
         status == 200 && body == "ok\n",
         "/readyz: {status} {body:?}"
@@ -171,22 +191,12 @@ async fn a_guest_reads_and_is_triggered_by_one_cache_per_object() -> Result<()> 
     let client = plane.client().await?;
     let ns = plane.namespace("caches").await?;
     apply_yaml(&client, &repo_root().join("examples/podset/crd.yaml"), None).await?;
-    let [metrics, probes] = free_ports()?.map(|port| format!("127.0.0.1:{port}"));
-    with_host_args(
+    with_listening_host(
         ns.name(),
         &example_config("podset", Language::Rust, ns.name()),
-        &[
-            "--metrics-bind-address",
-            &metrics,
-            "--health-probe-bind-address",
-            &probes,
-        ],
-        async |_| {
-            eventually("/readyz to answer 200", WAIT, || async {
-                Ok(Some(get(&probes, "/readyz").await?.0).filter(|status| *status == 200))
-            })
-            .await?;
-            let samples = parse(&get(&metrics, "/metrics").await?.1)?;
+        async |metrics, probes| {
+            ready(probes).await?;
+            let samples = parse(&get(metrics, "/metrics").await?.1)?;
             let mut caches: Vec<&str> = samples
                 .iter()
                 .filter_map(|(series, _)| series.strip_prefix("kubewasm_cache_objects"))
