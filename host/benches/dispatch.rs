@@ -43,13 +43,13 @@ use common::{
     PODS, assert_status_only, guest_env, machine, percentile, pod, podset, podset_fixture,
     resync_request, rust_podset,
 };
-use kubewasm::backend::Scope;
-use kubewasm::bindings::types;
-use kubewasm::dispatch::{self, Entry, Outcome};
-use kubewasm::fixture::FixtureBackend;
-use kubewasm::imports::{CallContext, GuestEnv};
-use kubewasm::module::{self, Module};
-use kubewasm::runtime::{CallState, Limits, Runtime};
+use kubewasm::wasm::backend::Scope;
+use kubewasm::wasm::bindings::types;
+use kubewasm::wasm::dispatch::{self, Entry, Outcome};
+use kubewasm::wasm::env::{CallContext, GuestEnv};
+use kubewasm::wasm::fixture::FixtureBackend;
+use kubewasm::wasm::module::{self, Module};
+use kubewasm::wasm::runtime::{CallState, Limits, Runtime};
 use serde_json::{Value, json};
 use wasmtime::Store;
 

@@ -27,10 +27,10 @@ use common::{
     assert_status_only, guest_env, machine, percentile, podset_fixture, resync_request,
     rust_podset, workspace,
 };
-use kubewasm::dispatch::{self, Entry, Outcome};
-use kubewasm::imports::CallContext;
-use kubewasm::module;
-use kubewasm::runtime::{Limits, Runtime};
+use kubewasm::wasm::dispatch::{self, Entry, Outcome};
+use kubewasm::wasm::env::CallContext;
+use kubewasm::wasm::module;
+use kubewasm::wasm::runtime::{Limits, Runtime};
 use serde_json::json;
 
 const LANGUAGES: [&str; 4] = ["rust", "js", "python", "go"];

@@ -45,8 +45,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::queue::QueueConfig;
-use crate::selector::{is_dns1123_label, is_dns1123_subdomain};
+use crate::cluster::selector::{is_dns1123_label, is_dns1123_subdomain};
 
 /// Default wall-clock deadline of one reconcile call: generous for a reconcile, which mostly
 /// waits on API calls, yet bounded so a stuck guest cannot hold a worker forever.
@@ -120,6 +119,25 @@ pub enum ConfigError {
         /// What is wrong, quoting the bad value.
         message: String,
     },
+}
+
+/// Per-key exponential backoff of every controller's workqueue after a failed reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueConfig {
+    /// Delay after the first failure; doubles with every further failure (default 5 ms).
+    pub base_delay: Duration,
+    /// Upper bound of the backoff delay (default 1000 s).
+    pub max_delay: Duration,
+}
+
+impl Default for QueueConfig {
+    /// client-go's `ItemExponentialFailureRateLimiter` defaults: 5 ms base, 1000 s cap.
+    fn default() -> Self {
+        Self {
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_secs(1000),
+        }
+    }
 }
 
 /// A validated host configuration.

@@ -95,6 +95,24 @@ pub const fn exponential<const N: usize>(start: f64, factor: f64) -> [f64; N] {
     bounds
 }
 
+/// Bounds of `controller_runtime_reconcile_time_seconds`, controller-runtime's: 5 ms to 60 s.
+pub const RECONCILE_TIME_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+/// Bounds of `workqueue_queue_duration_seconds` and `workqueue_work_duration_seconds`,
+/// controller-runtime's `ExponentialBuckets(10e-9, 10, 12)`: 10 ns to 1000 s.
+pub const WORKQUEUE_BUCKETS: &[f64] = &exponential::<12>(10e-9, 10.0);
+
+/// Bounds of `kubewasm_guest_instantiate_seconds` and `kubewasm_guest_call_seconds`: 10 µs to
+/// 60 s, in steps of 1, 2.5 and 5 up to 10 s.
+pub const GUEST_CALL_BUCKETS: &[f64] = &[
+    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

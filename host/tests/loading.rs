@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kubewasm::module;
-use kubewasm::runtime::{Limits, Runtime};
+use kubewasm::wasm::module;
+use kubewasm::wasm::runtime::{Limits, Runtime};
 use kubewasm_testkit::build;
 
 fn podset() -> PathBuf {

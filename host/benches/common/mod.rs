@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::GroupVersionKind;
-use kubewasm::backend::{Backend, Scope};
-use kubewasm::bindings::types;
-use kubewasm::fixture::{FixtureBackend, Write};
-use kubewasm::imports::GuestEnv;
-use kubewasm::module::Module;
-use kubewasm::permissions::Permissions;
-use kubewasm::runtime::Limits;
+use kubewasm::wasm::backend::{Backend, Scope};
+use kubewasm::wasm::bindings::types;
+use kubewasm::wasm::env::GuestEnv;
+use kubewasm::wasm::fixture::{FixtureBackend, Write};
+use kubewasm::wasm::module::Module;
+use kubewasm::wasm::permissions::Permissions;
+use kubewasm::wasm::runtime::Limits;
 use serde_json::{Value, json};
 
 pub const NAMESPACE: &str = "bench";

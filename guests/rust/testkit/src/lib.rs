@@ -34,18 +34,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use kubewasm::backend::Backend;
-use kubewasm::dispatch::Entry;
-use kubewasm::imports::kind_of;
-use kubewasm::module::{self, Metadata, Module};
-use kubewasm::runtime::{Limits, Runtime};
+use kube::api::GroupVersionKind;
+use kube::core::GroupVersion;
+use kubewasm::wasm::backend::Backend;
+use kubewasm::wasm::declaration::Metadata;
+use kubewasm::wasm::dispatch::Entry;
+use kubewasm::wasm::module::{self, Module};
+use kubewasm::wasm::runtime::{Limits, Runtime};
 use serde_json::Value;
 
-pub use kubewasm::backend::{ApplyRequest, DeleteRequest, EventRequest, LogLine, PatchRequest};
-pub use kubewasm::bindings::kubewasm::controller::log::Level;
-pub use kubewasm::dispatch::{Failure, Outcome};
-pub use kubewasm::fixture::{FixtureBackend, Write};
-pub use kubewasm::render::Rendered;
+pub use kubewasm::cmd::render::Rendered;
+pub use kubewasm::wasm::backend::{
+    ApplyRequest, DeleteRequest, EventRequest, LogLine, PatchRequest,
+};
+pub use kubewasm::wasm::bindings::kubewasm::controller::log::Level;
+pub use kubewasm::wasm::dispatch::{Failure, Outcome};
+pub use kubewasm::wasm::fixture::{FixtureBackend, Write};
 
 /// A guest component and the fixture objects it runs against.
 pub struct Harness {
@@ -91,14 +95,14 @@ impl Harness {
     }
 
     /// Adds the objects of a YAML or JSON file, or of every such file of a folder (see
-    /// [`kubewasm::render::read_objects`]).
+    /// [`kubewasm::cmd::render::read_objects`]).
     ///
     /// # Panics
     ///
     /// If the file cannot be read or holds something else than Kubernetes objects.
     pub fn with_files(self, path: impl AsRef<Path>) -> Self {
         let objects =
-            kubewasm::render::read_objects(path.as_ref()).unwrap_or_else(|e| panic!("{e}"));
+            kubewasm::cmd::render::read_objects(path.as_ref()).unwrap_or_else(|e| panic!("{e}"));
         self.with_objects(objects)
     }
 
@@ -114,7 +118,7 @@ impl Harness {
     ///
     /// If the object has no `apiVersion`, `kind` or `metadata.name`.
     pub fn put(&self, object: Value) {
-        self.backend.put(kubewasm::render::as_cached(object));
+        self.backend.put(kubewasm::cmd::render::as_cached(object));
     }
 
     /// What the component declares.
@@ -145,7 +149,7 @@ impl Harness {
 
     fn call(&self, entry: Entry, object: &Value) -> Rendered {
         self.tokio
-            .block_on(kubewasm::render::call(
+            .block_on(kubewasm::cmd::render::call(
                 runtime(),
                 &self.module,
                 &self.backend,
@@ -268,4 +272,11 @@ pub fn build(crate_dir: impl AsRef<Path>) -> PathBuf {
     let wasm = wasm.unwrap_or_else(|| panic!("{} builds no cdylib", manifest.display()));
     built.insert(manifest, wasm.clone());
     wasm
+}
+
+/// The kind named by an `apiVersion` (`group/version`, or `version` for the core group) and a
+/// `kind`.
+fn kind_of(api_version: &str, kind: &str) -> GroupVersionKind {
+    let version: GroupVersion = api_version.parse().expect("an apiVersion parses");
+    version.with_kind(kind)
 }

@@ -1,0 +1,549 @@
+//! The informer cache: the objects of one watch, kept as the JSON text guests read, with the
+//! metadata the host needs parsed once per change.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use kube::api::DynamicObject;
+
+use crate::cluster::selector::LabelSelector;
+
+/// An owner reference, as far as the host needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// `apiVersion` of the owner.
+    pub api_version: String,
+    /// Kind of the owner.
+    pub kind: String,
+    /// Name of the owner.
+    pub name: String,
+    /// Uid of the owner.
+    pub uid: String,
+    /// Whether this owner is the controller.
+    pub controller: bool,
+}
+
+/// One cached object: its serialized form and its parsed metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedObject {
+    /// The object as JSON, without `metadata.managedFields`.
+    pub json: Arc<str>,
+    /// Namespace; `None` when cluster-scoped.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+    /// Uid.
+    pub uid: Option<String>,
+    /// resourceVersion.
+    pub resource_version: Option<String>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Owner references.
+    pub owners: Vec<Owner>,
+    /// Finalizers.
+    pub finalizers: Vec<String>,
+    /// Whether deletion has started.
+    pub deleting: bool,
+    /// The parsed object; the host compares intents against it.
+    pub value: Arc<serde_json::Value>,
+}
+
+impl CachedObject {
+    /// Builds the cached form of an object, dropping its managed fields.
+    pub fn new(mut object: DynamicObject) -> Self {
+        object.metadata.managed_fields = None;
+        let meta = &object.metadata;
+        let owners = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| Owner {
+                api_version: o.api_version.clone(),
+                kind: o.kind.clone(),
+                name: o.name.clone(),
+                uid: o.uid.clone(),
+                controller: o.controller == Some(true),
+            })
+            .collect();
+        let value = serde_json::to_value(&object).expect("an object from the API serializes");
+        Self {
+            json: value.to_string().into(),
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            labels: meta.labels.clone().unwrap_or_default(),
+            owners,
+            finalizers: meta.finalizers.clone().unwrap_or_default(),
+            deleting: meta.deletion_timestamp.is_some(),
+            value: Arc::new(value),
+        }
+    }
+
+    /// The object's key.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+
+    /// The controller owner reference, if any.
+    pub fn controller(&self) -> Option<&Owner> {
+        self.owners.iter().find(|o| o.controller)
+    }
+
+    /// The resourceVersion as an integer, when it is one.
+    pub fn version(&self) -> Option<u64> {
+        self.resource_version.as_deref()?.parse().ok()
+    }
+}
+
+/// The name of an object: what a workqueue holds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// Namespace; `None` when cluster-scoped.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{namespace}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// A change seen by an informer.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The object before, if it existed.
+    pub old: Option<Arc<CachedObject>>,
+    /// The object after, if it still exists.
+    pub new: Option<Arc<CachedObject>>,
+}
+
+/// The objects of one watch, ordered by namespace then name.
+///
+/// Besides the watch's own events, the store takes the results of the host's writes
+/// ([`Store::record_write`], [`Store::record_delete`]) so that a guest reads its own writes at
+/// once instead of after the watch catches up. A recorded write never hides a newer state: it is
+/// kept only if its resourceVersion is above every one the watch has delivered (so every later
+/// change of the object, its deletion included, is still to come) and no relist finished while
+/// the write was in flight. resourceVersions are compared as integers, which is what etcd-backed
+/// API servers hand out; a non-numeric one is never recorded.
+#[derive(Debug, Default)]
+pub struct Store {
+    inner: RwLock<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    objects: BTreeMap<ObjectKey, Arc<CachedObject>>,
+    /// Highest resourceVersion the watch has delivered.
+    watermark: u64,
+    /// Completed lists.
+    lists: u64,
+    /// Objects the host deleted whose watch event has not arrived yet, by key: their uid.
+    tombstones: BTreeMap<ObjectKey, String>,
+}
+
+impl Inner {
+    fn advance(&mut self, object: &CachedObject) {
+        if let Some(version) = object.version() {
+            self.watermark = self.watermark.max(version);
+        }
+    }
+}
+
+impl Store {
+    /// The object with this key.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        self.read().objects.get(key).cloned()
+    }
+
+    /// Objects in `namespace` (or all) matching `selector` (or all).
+    pub fn list(
+        &self,
+        namespace: Option<&str>,
+        selector: Option<&LabelSelector>,
+    ) -> Vec<Arc<CachedObject>> {
+        let inner = self.read();
+        let matches = |o: &&Arc<CachedObject>| selector.is_none_or(|s| s.matches(&o.labels));
+        match namespace {
+            Some(namespace) => {
+                let start = ObjectKey {
+                    namespace: Some(namespace.to_owned()),
+                    name: String::new(),
+                };
+                inner
+                    .objects
+                    .range(start..)
+                    .take_while(|(k, _)| k.namespace.as_deref() == Some(namespace))
+                    .map(|(_, o)| o)
+                    .filter(matches)
+                    .cloned()
+                    .collect()
+            }
+            None => inner.objects.values().filter(matches).cloned().collect(),
+        }
+    }
+
+    /// Every key.
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        self.read().objects.keys().cloned().collect()
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.read().objects.len()
+    }
+
+    /// Whether the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.read().objects.is_empty()
+    }
+
+    /// How many lists have completed; taken before a write is sent and handed back to
+    /// [`Store::record_write`] or [`Store::record_delete`].
+    pub fn lists(&self) -> u64 {
+        self.read().lists
+    }
+
+    /// Inserts or replaces an object delivered by the watch; returns the change, or `None` when
+    /// the resourceVersion is the one already cached or the host already deleted the object.
+    pub fn upsert(&self, object: CachedObject) -> Option<Change> {
+        let mut inner = self.write();
+        inner.advance(&object);
+        let key = object.key();
+        if inner
+            .tombstones
+            .get(&key)
+            .is_some_and(|uid| object.uid.as_ref() == Some(uid))
+        {
+            return None;
+        }
+        let object = Arc::new(object);
+        let old = inner.objects.insert(key, object.clone());
+        if old
+            .as_ref()
+            .is_some_and(|o| o.resource_version == object.resource_version)
+        {
+            return None;
+        }
+        Some(Change {
+            old,
+            new: Some(object),
+        })
+    }
+
+    /// Removes an object whose deletion the watch delivered; returns the change if it was
+    /// cached. A cached object with the same name but another uid is a newer incarnation and
+    /// stays.
+    pub fn remove(&self, deleted: &CachedObject) -> Option<Change> {
+        let mut inner = self.write();
+        inner.advance(deleted);
+        let key = deleted.key();
+        inner.tombstones.remove(&key);
+        let cached = inner.objects.get(&key)?;
+        if cached.uid.is_some() && deleted.uid.is_some() && cached.uid != deleted.uid {
+            return None;
+        }
+        let old = inner.objects.remove(&key)?;
+        Some(Change {
+            old: Some(old),
+            new: None,
+        })
+    }
+
+    /// Replaces the whole content after a (re)list; returns every change it implies.
+    pub fn replace(&self, objects: Vec<CachedObject>) -> Vec<Change> {
+        let mut fresh: BTreeMap<ObjectKey, Arc<CachedObject>> = objects
+            .into_iter()
+            .map(|o| (o.key(), Arc::new(o)))
+            .collect();
+        let mut inner = self.write();
+        let mut changes = Vec::new();
+        for (key, old) in &inner.objects {
+            match fresh.get(key) {
+                None => changes.push(Change {
+                    old: Some(old.clone()),
+                    new: None,
+                }),
+                Some(new) if new.resource_version != old.resource_version => changes.push(Change {
+                    old: Some(old.clone()),
+                    new: Some(new.clone()),
+                }),
+                Some(_) => {}
+            }
+        }
+        for (key, new) in &fresh {
+            if !inner.objects.contains_key(key) {
+                changes.push(Change {
+                    old: None,
+                    new: Some(new.clone()),
+                });
+            }
+        }
+        for object in fresh.values() {
+            inner.advance(object);
+        }
+        std::mem::swap(&mut inner.objects, &mut fresh);
+        inner.tombstones.clear();
+        inner.lists += 1;
+        changes
+    }
+
+    /// Records the object a write of the host returned, if it is newer than anything the watch
+    /// delivered and no list completed since `lists` was taken; returns the change.
+    pub fn record_write(&self, object: CachedObject, lists: u64) -> Option<Change> {
+        let version = object.version()?;
+        let mut inner = self.write();
+        if inner.lists != lists || version <= inner.watermark {
+            return None;
+        }
+        let key = object.key();
+        let old = inner.objects.get(&key).cloned();
+        if old
+            .as_ref()
+            .and_then(|o| o.version())
+            .is_some_and(|cached| cached >= version)
+        {
+            return None;
+        }
+        let object = Arc::new(object);
+        inner.objects.insert(key, object.clone());
+        Some(Change {
+            old,
+            new: Some(object),
+        })
+    }
+
+    /// Records that the host deleted the object with `key` and `uid` (it is gone, not merely
+    /// terminating), unless a list completed since `lists` was taken or the store does not hold
+    /// it; returns the change. Watch events of that object are ignored until its deletion
+    /// arrives.
+    pub fn record_delete(&self, key: &ObjectKey, uid: &str, lists: u64) -> Option<Change> {
+        let mut inner = self.write();
+        if inner.lists != lists {
+            return None;
+        }
+        let cached = inner.objects.get(key)?;
+        if cached.uid.as_deref() != Some(uid) {
+            return None;
+        }
+        // Only a store that held the object keeps a tombstone: its watch delivers the deletion,
+        // which removes the tombstone again.
+        inner.tombstones.insert(key.clone(), uid.to_owned());
+        let old = inner.objects.remove(key)?;
+        Some(Change {
+            old: Some(old),
+            new: None,
+        })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().expect("cache lock")
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
+        self.inner.write().expect("cache lock")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(namespace: &str, name: &str, version: &str, labels: &[(&str, &str)]) -> CachedObject {
+        let labels: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        CachedObject::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {
+                    "namespace": namespace, "name": name, "resourceVersion": version,
+                    "labels": labels,
+                    "managedFields": [{ "manager": "someone", "operation": "Apply" }]
+                }
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn with_uid(namespace: &str, name: &str, version: &str, uid: &str) -> CachedObject {
+        CachedObject::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": { "namespace": namespace, "name": name, "resourceVersion": version, "uid": uid }
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn key(namespace: &str, name: &str) -> ObjectKey {
+        ObjectKey {
+            namespace: Some(namespace.into()),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn a_recorded_write_is_read_at_once_and_its_watch_event_is_no_change() {
+        let store = Store::default();
+        store.replace(vec![with_uid("a", "x", "10", "u1")]);
+        let lists = store.lists();
+        let change = store.record_write(with_uid("a", "y", "12", "u2"), lists);
+        assert!(change.is_some_and(|c| c.old.is_none()));
+        assert_eq!(store.get(&key("a", "y")).unwrap().version(), Some(12));
+        assert!(store.upsert(with_uid("a", "y", "12", "u2")).is_none());
+        assert!(store.upsert(with_uid("a", "y", "13", "u2")).is_some());
+    }
+
+    #[test]
+    fn a_write_the_watch_has_passed_is_not_recorded() {
+        let store = Store::default();
+        store.replace(Vec::new());
+        let lists = store.lists();
+        store.upsert(with_uid("a", "x", "20", "u1"));
+        // The watch delivered version 20 of x; a write returning version 15 of y is older than
+        // what the watch has shown, so y may already be deleted again.
+        assert!(
+            store
+                .record_write(with_uid("a", "y", "15", "u2"), lists)
+                .is_none()
+        );
+        assert!(store.get(&key("a", "y")).is_none());
+        // Nor does a recorded write replace a newer cached version.
+        store.upsert(with_uid("a", "z", "30", "u3"));
+        assert!(
+            store
+                .record_write(with_uid("a", "z", "25", "u3"), lists)
+                .is_none()
+        );
+        assert_eq!(store.get(&key("a", "z")).unwrap().version(), Some(30));
+    }
+
+    #[test]
+    fn a_write_in_flight_across_a_relist_is_not_recorded() {
+        let store = Store::default();
+        store.replace(Vec::new());
+        let lists = store.lists();
+        store.replace(vec![with_uid("a", "x", "5", "u1")]);
+        assert!(
+            store
+                .record_write(with_uid("a", "y", "9", "u2"), lists)
+                .is_none()
+        );
+        assert!(
+            store
+                .record_write(with_uid("a", "y", "9", "u2"), store.lists())
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn non_numeric_versions_are_never_recorded() {
+        let store = Store::default();
+        assert!(
+            store
+                .record_write(with_uid("a", "y", "abc", "u2"), 0)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_recorded_delete_hides_late_updates_until_the_deletion_arrives() {
+        let store = Store::default();
+        store.replace(vec![with_uid("a", "x", "5", "u1")]);
+        let lists = store.lists();
+        assert!(store.record_delete(&key("a", "x"), "u1", lists).is_some());
+        assert!(store.get(&key("a", "x")).is_none());
+        // A modification queued in the watch before the deletion does not bring it back.
+        assert!(store.upsert(with_uid("a", "x", "6", "u1")).is_none());
+        assert!(store.get(&key("a", "x")).is_none());
+        assert!(store.remove(&with_uid("a", "x", "7", "u1")).is_none());
+        // A new object with the same name is cached as usual.
+        assert!(store.upsert(with_uid("a", "x", "8", "u2")).is_some());
+    }
+
+    #[test]
+    fn a_deletion_of_an_old_incarnation_keeps_the_new_one() {
+        let store = Store::default();
+        store.replace(vec![with_uid("a", "x", "5", "u1")]);
+        let lists = store.lists();
+        store.record_delete(&key("a", "x"), "u1", lists);
+        store.record_write(with_uid("a", "x", "9", "u2"), lists);
+        assert!(store.remove(&with_uid("a", "x", "7", "u1")).is_none());
+        assert_eq!(
+            store.get(&key("a", "x")).unwrap().uid.as_deref(),
+            Some("u2")
+        );
+    }
+
+    #[test]
+    fn managed_fields_are_dropped() {
+        let cached = object("a", "x", "1", &[]);
+        assert!(!cached.json.contains("managedFields"));
+        assert_eq!(cached.value["metadata"]["name"], "x");
+    }
+
+    #[test]
+    fn upsert_reports_changes_but_not_repeats() {
+        let store = Store::default();
+        let first = store.upsert(object("a", "x", "1", &[])).unwrap();
+        assert!(first.old.is_none());
+        assert!(store.upsert(object("a", "x", "1", &[])).is_none());
+        let second = store.upsert(object("a", "x", "2", &[])).unwrap();
+        assert_eq!(second.old.unwrap().resource_version.as_deref(), Some("1"));
+        let gone = store.remove(&object("a", "x", "3", &[])).unwrap();
+        assert!(gone.new.is_none());
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn list_filters_by_namespace_and_labels() {
+        let store = Store::default();
+        store.upsert(object("a", "x", "1", &[("app", "web")]));
+        store.upsert(object("a", "y", "1", &[("app", "db")]));
+        store.upsert(object("b", "z", "1", &[("app", "web")]));
+        let web: LabelSelector = "app=web".parse().unwrap();
+        let names = |objects: Vec<Arc<CachedObject>>| {
+            objects.iter().map(|o| o.name.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(names(store.list(Some("a"), None)), ["x", "y"]);
+        assert_eq!(names(store.list(None, Some(&web))), ["x", "z"]);
+        assert_eq!(names(store.list(Some("b"), Some(&web))), ["z"]);
+        assert!(store.list(Some("c"), None).is_empty());
+    }
+
+    #[test]
+    fn replace_emits_adds_updates_and_deletes() {
+        let store = Store::default();
+        store.upsert(object("a", "kept", "1", &[]));
+        store.upsert(object("a", "changed", "1", &[]));
+        store.upsert(object("a", "gone", "1", &[]));
+        let changes = store.replace(vec![
+            object("a", "kept", "1", &[]),
+            object("a", "changed", "2", &[]),
+            object("a", "new", "1", &[]),
+        ]);
+        let mut summary: Vec<_> = changes
+            .iter()
+            .map(|c| match (&c.old, &c.new) {
+                (None, Some(n)) => format!("add {}", n.name),
+                (Some(o), None) => format!("delete {}", o.name),
+                (Some(o), Some(_)) => format!("update {}", o.name),
+                (None, None) => unreachable!(),
+            })
+            .collect();
+        summary.sort();
+        assert_eq!(summary, ["add new", "delete gone", "update changed"]);
+        assert_eq!(store.len(), 3);
+    }
+}

@@ -1,0 +1,11 @@
+//! The cluster layer: what the host knows of Kubernetes, shared by every guest. Label selectors
+//! and selections, informers (list, then watch, relist on 410) and the caches they fill, the
+//! view each guest reads through, and leader election on a Lease. Nothing here knows
+//! WebAssembly or the guests' contract.
+
+pub mod cache;
+pub mod leader;
+pub mod selection;
+pub mod selector;
+pub mod view;
+pub mod watch;

@@ -1,0 +1,170 @@
+//! Which informer serves each selection of a guest.
+//!
+//! Two informers whose selections overlap are two watches, each ahead of or behind the other. A
+//! guest triggered by one and reading from the other could see an object the first has already
+//! seen deleted, do nothing, and never be triggered again. So a selection that another one of
+//! the same guest contains (same kind, no label selector, every namespace or the same one) is
+//! served by that wider informer, filtered to the selection: the guest reads and is triggered by
+//! one cache for every object the two have in common.
+
+use std::sync::Arc;
+
+use crate::cluster::cache::{CachedObject, Change, ObjectKey};
+use crate::cluster::selection::Selection;
+use crate::cluster::watch::{Handler, Informer, Informers, Subscription};
+
+/// One selection of a guest and the informer serving it.
+pub struct View {
+    selection: Selection,
+    informer: Arc<Informer>,
+}
+
+impl View {
+    /// The view of `selection`, one of a guest's selections `all`: served by the informer of
+    /// the widest of them that contains it.
+    pub fn new(selection: &Selection, all: &[Selection], informers: &Informers) -> View {
+        View {
+            selection: selection.clone(),
+            informer: informers.acquire(server(selection, all)),
+        }
+    }
+
+    /// The informer serving it, which may select more than it does.
+    pub fn informer(&self) -> &Arc<Informer> {
+        &self.informer
+    }
+
+    /// The cached object with this key, if the selection has it.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        self.informer
+            .store()
+            .get(key)
+            .filter(|o| self.selection.selects(o))
+    }
+
+    /// Keys of every cached object of the selection.
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        self.informer
+            .store()
+            .list(None, None)
+            .iter()
+            .filter(|o| self.selection.selects(o))
+            .map(|o| o.key())
+            .collect()
+    }
+
+    /// Registers `handler` for the changes of the selection: each change of the informer with
+    /// its sides outside the selection dropped, as a watch of the selection itself reports an
+    /// object entering or leaving it.
+    pub fn subscribe(&self, handler: Handler) -> Subscription {
+        if self.informer.selection() == &self.selection {
+            return self.informer.subscribe(handler);
+        }
+        let selection = self.selection.clone();
+        self.informer.subscribe(Arc::new(move |change: &Change| {
+            if let Some(change) = narrowed(change, &selection) {
+                handler(&change);
+            }
+        }))
+    }
+}
+
+/// `change` with its sides outside `selection` dropped; `None` when neither is in it.
+fn narrowed(change: &Change, selection: &Selection) -> Option<Change> {
+    let old = change.old.clone().filter(|o| selection.selects(o));
+    let new = change.new.clone().filter(|o| selection.selects(o));
+    (old.is_some() || new.is_some()).then_some(Change { old, new })
+}
+
+/// The selection among `all` whose informer serves `selection`: one of its kind without label
+/// selector for every namespace, else one for its namespace, else itself.
+fn server<'a>(selection: &'a Selection, all: &'a [Selection]) -> &'a Selection {
+    let unselected = |namespace: Option<&str>| {
+        all.iter().find(|s| {
+            s.kind == selection.kind && s.selector.is_none() && s.namespace.as_deref() == namespace
+        })
+    };
+    unselected(None)
+        .or_else(|| {
+            selection
+                .namespace
+                .as_deref()
+                .and_then(|ns| unselected(Some(ns)))
+        })
+        .unwrap_or(selection)
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::GroupVersionKind;
+
+    use super::*;
+
+    fn selection(kind: &str, namespace: Option<&str>, selector: Option<&str>) -> Selection {
+        Selection {
+            kind: GroupVersionKind::gvk("", "v1", kind),
+            namespace: namespace.map(str::to_owned),
+            selector: selector.map(|s| s.parse().expect("valid selector")),
+        }
+    }
+
+    #[test]
+    fn a_selection_is_served_by_the_widest_one_containing_it() {
+        let owned = selection("Pod", Some("a"), None);
+        let labelled = selection("Pod", Some("a"), Some("app=web"));
+        let elsewhere = selection("Pod", Some("b"), Some("app=web"));
+        let all = [owned.clone(), labelled.clone(), elsewhere.clone()];
+        assert_eq!(server(&labelled, &all), &owned);
+        assert_eq!(server(&owned, &all), &owned);
+        assert_eq!(server(&elsewhere, &all), &elsewhere);
+
+        let everywhere = selection("Pod", None, None);
+        let all = [owned.clone(), labelled.clone(), everywhere.clone()];
+        assert_eq!(server(&owned, &all), &everywhere);
+        assert_eq!(server(&labelled, &all), &everywhere);
+    }
+
+    fn pod(namespace: &str, app: &str) -> Arc<CachedObject> {
+        let object = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": "p", "namespace": namespace, "labels": { "app": app } }
+        }))
+        .expect("a valid object");
+        Arc::new(CachedObject::new(object))
+    }
+
+    #[test]
+    fn a_narrowed_change_keeps_only_the_sides_in_the_selection() {
+        let web = selection("Pod", Some("a"), Some("app=web"));
+        let relabelled = Change {
+            old: Some(pod("a", "web")),
+            new: Some(pod("a", "db")),
+        };
+        let left = narrowed(&relabelled, &web).expect("the old side is in the selection");
+        assert_eq!(left.old, relabelled.old);
+        assert_eq!(left.new, None);
+
+        let added = Change {
+            old: None,
+            new: Some(pod("a", "web")),
+        };
+        assert_eq!(narrowed(&added, &web).and_then(|c| c.new), added.new);
+        let other_namespace = Change {
+            old: None,
+            new: Some(pod("b", "web")),
+        };
+        assert!(narrowed(&other_namespace, &web).is_none());
+    }
+
+    #[test]
+    fn selections_of_other_kinds_or_with_a_selector_serve_nothing_else() {
+        let pods = selection("Pod", Some("a"), Some("app=web"));
+        let all = [
+            pods.clone(),
+            selection("ConfigMap", None, None),
+            selection("Pod", None, Some("app=web")),
+            selection("Pod", Some("b"), None),
+        ];
+        assert_eq!(server(&pods, &all), &pods);
+    }
+}

@@ -1,0 +1,331 @@
+//! Informers: one list-then-watch per (kind, namespace, label selector), shared by every guest
+//! that needs it and stopped when the last one lets go.
+//!
+//! Each informer resolves its kind through discovery (retrying until a CRD installed later
+//! appears), lists, then watches from the list's resourceVersion; on 410 Gone or any error it
+//! backs off and relists, and the relist is diffed against the cache so that handlers see
+//! exactly the adds, updates and deletes they missed.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::discovery::{self, Scope};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client};
+use tokio::sync::watch as signal;
+
+use crate::cluster::cache::{CachedObject, Change, Store};
+use crate::cluster::selection::Selection;
+
+/// Receives every change of an informer, in order. Called on the informer's task: keep it short
+/// and never block.
+pub type Handler = Arc<dyn Fn(&Change) + Send + Sync>;
+
+/// A running informer.
+pub struct Informer {
+    selection: Selection,
+    store: Store,
+    handlers: Mutex<Vec<(u64, Handler)>>,
+    synced: signal::Receiver<bool>,
+    task: OnceLock<tokio::task::AbortHandle>,
+}
+
+impl Informer {
+    /// What it watches.
+    pub fn selection(&self) -> &Selection {
+        &self.selection
+    }
+
+    /// Its cache.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Whether the first list has completed.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits until the first list has completed.
+    pub async fn synced(&self) {
+        let mut synced = self.synced.clone();
+        // The sender lives in the informer's task, which outlives every borrower of `self`.
+        let _ = synced.wait_for(|s| *s).await;
+    }
+
+    /// Registers a handler. If the informer has synced, the handler first sees every cached
+    /// object as an add, so it misses nothing whenever it subscribes.
+    pub fn subscribe(self: &Arc<Self>, handler: Handler) -> Subscription {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let mut handlers = self.handlers.lock().expect("handlers lock");
+        if self.is_synced() {
+            for object in self.store.list(None, None) {
+                handler(&Change {
+                    old: None,
+                    new: Some(object),
+                });
+            }
+        }
+        handlers.push((id, handler));
+        Subscription {
+            informer: self.clone(),
+            id,
+        }
+    }
+
+    /// Records the object a write of the host returned, so that readers see it before the watch
+    /// delivers it; handlers see the change as usual. `lists` is [`Store::lists`] taken before
+    /// the write was sent; see [`Store::record_write`] for when the object is not recorded.
+    pub fn record_write(&self, object: &CachedObject, lists: u64) {
+        if self.selection.selects(object) {
+            self.emit(|store| {
+                store
+                    .record_write(object.clone(), lists)
+                    .into_iter()
+                    .collect()
+            });
+        }
+    }
+
+    /// Records that the host deleted the object with `key` and `uid`; see
+    /// [`Store::record_delete`].
+    pub fn record_delete(&self, key: &crate::cluster::cache::ObjectKey, uid: &str, lists: u64) {
+        self.emit(|store| store.record_delete(key, uid, lists).into_iter().collect());
+    }
+
+    fn emit(&self, apply: impl FnOnce(&Store) -> Vec<Change>) {
+        let handlers = self.handlers.lock().expect("handlers lock");
+        for change in apply(&self.store) {
+            for (_, handler) in handlers.iter() {
+                handler(&change);
+            }
+        }
+    }
+}
+
+impl Drop for Informer {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.get() {
+            task.abort();
+        }
+        let Selection {
+            kind, namespace, ..
+        } = &self.selection;
+        let selector = self.selection.selector.as_ref().map(ToString::to_string);
+        tracing::debug!(
+            ?kind,
+            ?namespace,
+            ?selector,
+            "informer stopped: no guest needs it"
+        );
+    }
+}
+
+/// Keeps a handler registered; dropping it unregisters the handler and releases the informer.
+pub struct Subscription {
+    informer: Arc<Informer>,
+    id: u64,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut handlers = self.informer.handlers.lock().expect("handlers lock");
+        handlers.retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// The API resources behind kinds, resolved through discovery and remembered.
+pub struct Resources {
+    client: Client,
+    known: RwLock<HashMap<GroupVersionKind, (ApiResource, bool)>>,
+}
+
+impl Resources {
+    /// An empty registry.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            known: RwLock::default(),
+        }
+    }
+
+    /// The resource of `kind` and whether it is namespaced.
+    pub async fn resolve(
+        &self,
+        kind: &GroupVersionKind,
+    ) -> Result<(ApiResource, bool), kube::Error> {
+        if let Some(known) = self.known.read().expect("resources lock").get(kind) {
+            return Ok(known.clone());
+        }
+        let (resource, capabilities) = discovery::pinned_kind(&self.client, kind).await?;
+        let resolved = (resource, capabilities.scope == Scope::Namespaced);
+        self.known
+            .write()
+            .expect("resources lock")
+            .insert(kind.clone(), resolved.clone());
+        Ok(resolved)
+    }
+
+    /// Whether `kind` was resolved and is namespaced; `None` until discovery resolved it.
+    pub fn namespaced(&self, kind: &GroupVersionKind) -> Option<bool> {
+        let known = self.known.read().expect("resources lock");
+        known.get(kind).map(|(_, namespaced)| *namespaced)
+    }
+
+    /// An API handle for `kind` in `namespace` (ignored for cluster-scoped kinds).
+    pub async fn api(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+    ) -> Result<Api<DynamicObject>, kube::Error> {
+        let (resource, namespaced) = self.resolve(kind).await?;
+        Ok(match namespace {
+            Some(namespace) if namespaced => {
+                Api::namespaced_with(self.client.clone(), namespace, &resource)
+            }
+            _ => Api::all_with(self.client.clone(), &resource),
+        })
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// Every running informer, by what it watches.
+pub struct Informers {
+    resources: Arc<Resources>,
+    running: Mutex<HashMap<Selection, Weak<Informer>>>,
+}
+
+impl Informers {
+    /// No informers yet.
+    pub fn new(resources: Arc<Resources>) -> Self {
+        Self {
+            resources,
+            running: Mutex::default(),
+        }
+    }
+
+    /// The informer of `selection`, started if nobody holds it yet.
+    pub fn acquire(&self, selection: &Selection) -> Arc<Informer> {
+        let mut running = self.running.lock().expect("informers lock");
+        if let Some(informer) = running.get(selection).and_then(Weak::upgrade) {
+            return informer;
+        }
+        running.retain(|_, informer| informer.strong_count() > 0);
+        let (synced_tx, synced) = signal::channel(false);
+        let informer = Arc::new(Informer {
+            selection: selection.clone(),
+            store: Store::default(),
+            handlers: Mutex::default(),
+            synced,
+            task: OnceLock::new(),
+        });
+        // Spawned once the informer exists: a task that found no informer behind its weak
+        // reference would take it for stopped and end before listing.
+        let task = tokio::spawn(run(
+            self.resources.clone(),
+            selection.clone(),
+            Arc::downgrade(&informer),
+            synced_tx,
+        ));
+        let _ = informer.task.set(task.abort_handle());
+        let selector = selection.selector.as_ref().map(ToString::to_string);
+        tracing::debug!(kind = ?selection.kind, namespace = ?selection.namespace, selector = ?selector, "informer started");
+        running.insert(selection.clone(), Arc::downgrade(&informer));
+        informer
+    }
+
+    /// Informers currently running.
+    pub fn running(&self) -> Vec<Arc<Informer>> {
+        let running = self.running.lock().expect("informers lock");
+        running.values().filter_map(Weak::upgrade).collect()
+    }
+}
+
+/// The API server's message when `error` is an authorization failure (403).
+fn forbidden(error: &watcher::Error) -> Option<&str> {
+    let status = match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status))
+        | watcher::Error::WatchError(status) => status,
+        _ => return None,
+    };
+    (status.code == 403).then_some(status.message.as_str())
+}
+
+async fn run(
+    resources: Arc<Resources>,
+    key: Selection,
+    informer: Weak<Informer>,
+    synced: signal::Sender<bool>,
+) {
+    let mut delay = Duration::from_millis(500);
+    let api = loop {
+        match resources.api(&key.kind, key.namespace.as_deref()).await {
+            Ok(api) => break api,
+            Err(error) => {
+                tracing::warn!(kind = ?key.kind, %error, "kind not served yet; retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    };
+    let mut config = watcher::Config::default();
+    if let Some(selector) = &key.selector {
+        config = config.labels(&selector.to_string());
+    }
+    let mut events = watcher::watcher(api, config).default_backoff().boxed();
+    let mut listing = Vec::new();
+    while let Some(event) = events.next().await {
+        let Some(informer) = informer.upgrade() else {
+            return;
+        };
+        match event {
+            Ok(Event::Init) => listing.clear(),
+            Ok(Event::InitApply(object)) => listing.push(CachedObject::new(object)),
+            Ok(Event::InitDone) => {
+                let objects = std::mem::take(&mut listing);
+                tracing::debug!(kind = ?key.kind, namespace = ?key.namespace, objects = objects.len(), "informer listed");
+                // Marked synced under the handlers lock: a handler that subscribes before gets
+                // the listed objects as changes, one that subscribes after replays the store.
+                informer.emit(|store| {
+                    let changes = store.replace(objects);
+                    synced.send_replace(true);
+                    changes
+                });
+            }
+            Ok(Event::Apply(object)) => informer.emit(|store| {
+                store
+                    .upsert(CachedObject::new(object))
+                    .into_iter()
+                    .collect()
+            }),
+            Ok(Event::Delete(object)) => {
+                let deleted = CachedObject::new(object);
+                informer.emit(|store| store.remove(&deleted).into_iter().collect());
+            }
+            Err(error) => match forbidden(&error) {
+                Some(message) => tracing::error!(
+                    kind = ?key.kind,
+                    namespace = ?key.namespace,
+                    %message,
+                    "the host's credentials may not list and watch this kind: grant get, list and \
+                     watch on it (`kubewasm rbac` prints what the modules need); retrying"
+                ),
+                None => {
+                    tracing::warn!(kind = ?key.kind, namespace = ?key.namespace, %error, "watch failed; retrying")
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! Checking a module before running it: it loads as the host loads it (a component of the
+//! supported contract version whose declaration is valid), what it declares, the permissions it
+//! needs and, given a configuration, whether the grants of its entry give them.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use kube::api::GroupVersionKind;
+
+use crate::cluster::selection::Selection;
+use crate::config::{Config, ConfigError, ModuleConfig};
+use crate::wasm::bindings::GUEST_INTERFACE;
+use crate::wasm::declaration::{Mapping, Metadata};
+use crate::wasm::module::{self, LoadError};
+use crate::wasm::permissions::{self, Permissions, Requirement};
+use crate::wasm::runtime::{Limits, Runtime, RuntimeError};
+
+/// Why a module could not be checked, or failed the check.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The WebAssembly runtime could not be created.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The configuration is not valid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The module does not load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The module is a component, but not of the contract this host implements.
+    #[error(
+        "{error}; the component exports {}",
+        if exports.is_empty() { "nothing".to_owned() } else { exports.join(", ") }
+    )]
+    World {
+        /// The load error.
+        error: LoadError,
+        /// The names the component exports.
+        exports: Vec<String>,
+    },
+    /// The configuration has no entry for the module.
+    #[error(
+        "{} has no module with path {} or named {name}",
+        config.display(),
+        module.display()
+    )]
+    NoEntry {
+        /// The configuration file.
+        config: PathBuf,
+        /// The module.
+        module: PathBuf,
+        /// The name the module declares.
+        name: String,
+    },
+}
+
+/// How a configuration entry was found for a module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Match {
+    /// The entry's path is the module's file.
+    Path,
+    /// The entry's `name`, or without one its file name without `.wasm`, is the declared name.
+    Name,
+}
+
+/// The entry of a configuration that runs the module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The configuration file.
+    pub config: PathBuf,
+    /// Index of the entry in `modules`.
+    pub index: usize,
+    /// How it was found.
+    pub by: Match,
+    /// The entry.
+    pub module: ModuleConfig,
+}
+
+/// What a check found about a module that loads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The module's path.
+    pub path: PathBuf,
+    /// SHA-256 of its bytes, hex.
+    pub digest: String,
+    /// What it declares, validated.
+    pub metadata: Metadata,
+    /// The configuration entry, when a configuration was given.
+    pub entry: Option<Entry>,
+    /// The permissions it needs in the namespaces of its entry (or, without one, in the
+    /// namespace it declares).
+    pub required: Vec<Requirement>,
+    /// The part of `required` the entry's grants do not give; empty without a configuration.
+    pub missing: Vec<Requirement>,
+}
+
+/// Loads the module at `path` as the host would (with the limits of its configuration entry, if
+/// any) and, with `config`, finds its entry (by path, else by name) and compares the entry's
+/// grants with what the module needs.
+pub async fn check(path: &Path, config: Option<&Path>) -> Result<Report, CheckError> {
+    let config = config
+        .map(|file| Ok::<_, ConfigError>((file, Config::load(file)?)))
+        .transpose()?;
+    let by_path = config.as_ref().and_then(|(file, config)| {
+        let index = config
+            .modules
+            .iter()
+            .position(|m| same_file(&m.path, path))?;
+        Some(Entry {
+            config: file.to_path_buf(),
+            index,
+            by: Match::Path,
+            module: config.modules[index].clone(),
+        })
+    });
+    let limits = by_path
+        .as_ref()
+        .map_or_else(Default::default, |entry| entry.module.limits);
+    let runtime = Runtime::new()?;
+    let module = match module::load(&runtime, path, &Limits::from(limits)).await {
+        Ok(module) => module,
+        Err(error @ LoadError::World { .. }) => {
+            let exports = exports(&runtime, path);
+            return Err(CheckError::World { error, exports });
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let metadata = module.metadata.clone();
+    let entry = match (by_path, &config) {
+        (Some(entry), _) => Some(entry),
+        (None, Some((file, config))) => {
+            let index = config
+                .modules
+                .iter()
+                .position(|m| entry_name(m) == Some(metadata.name.as_str()))
+                .ok_or_else(|| CheckError::NoEntry {
+                    config: file.to_path_buf(),
+                    module: path.to_owned(),
+                    name: metadata.name.clone(),
+                })?;
+            Some(Entry {
+                config: file.to_path_buf(),
+                index,
+                by: Match::Name,
+                module: config.modules[index].clone(),
+            })
+        }
+        (None, None) => None,
+    };
+    let namespaces = entry
+        .as_ref()
+        .map_or(&[][..], |entry| &entry.module.namespaces[..]);
+    let required = permissions::required(&metadata, namespaces);
+    let missing = entry.as_ref().map_or_else(Vec::new, |entry| {
+        Permissions::new(entry.module.grants.clone()).missing(&required)
+    });
+    Ok(Report {
+        path: path.to_owned(),
+        digest: module.digest.clone(),
+        metadata,
+        entry,
+        required,
+        missing,
+    })
+}
+
+/// The names the component at `path` exports; empty if it cannot be compiled.
+fn exports(runtime: &Runtime, path: &Path) -> Vec<String> {
+    let Ok(bytes) = std::fs::read(path) else {
+        return Vec::new();
+    };
+    let Ok(compiled) = runtime.compile(&bytes, &module::sha256_hex(&bytes)) else {
+        return Vec::new();
+    };
+    let component = compiled.component;
+    component
+        .component_type()
+        .exports(component.engine())
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// The name an entry is known by: its `name`, else its file name without `.wasm`.
+fn entry_name(entry: &ModuleConfig) -> Option<&str> {
+    entry
+        .name
+        .as_deref()
+        .or_else(|| entry.path.file_stem()?.to_str())
+}
+
+/// Width of the label column.
+const LABEL: usize = 12;
+
+/// One `label value` line, or `label none` for no values, with further values aligned below.
+fn field(f: &mut fmt::Formatter<'_>, label: &str, values: &[String]) -> fmt::Result {
+    let mut values = values.iter();
+    let first = values.next().map_or("none", String::as_str);
+    writeln!(f, "{label:LABEL$}{first}")?;
+    for value in values {
+        writeln!(f, "{:LABEL$}{value}", "")?;
+    }
+    Ok(())
+}
+
+fn kind(kind: &GroupVersionKind) -> String {
+    format!("{} {}", kind.api_version(), kind.kind)
+}
+
+fn selection(selection: &Selection) -> String {
+    let mut text = kind(&selection.kind);
+    match &selection.namespace {
+        Some(namespace) => text.push_str(&format!(" in namespace {namespace}")),
+        None => text.push_str(" in all namespaces"),
+    }
+    if let Some(selector) = &selection.selector {
+        text.push_str(&format!(" labelled {selector}"));
+    }
+    text
+}
+
+/// Human-readable, one field per line: the module, its declaration, the permissions it needs
+/// and, with a configuration, its entry, the entry's grants and what they miss.
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let metadata = &self.metadata;
+        let one = |value: String| vec![value];
+        field(f, "module", &one(self.path.display().to_string()))?;
+        field(f, "sha256", &one(self.digest.clone()))?;
+        field(f, "contract", &one(GUEST_INTERFACE.into()))?;
+        field(f, "name", &one(metadata.name.clone()))?;
+        field(f, "primary", &one(selection(&metadata.primary)))?;
+        let owns: Vec<String> = metadata.owns.iter().map(kind).collect();
+        field(f, "owns", &owns)?;
+        let watches: Vec<String> = metadata
+            .watches
+            .iter()
+            .map(|watch| {
+                let mapping = match &watch.mapping {
+                    Mapping::Owner => "mapped to its owners".to_owned(),
+                    Mapping::Label(label) => format!("mapped by its label {label}"),
+                    Mapping::Guest => "mapped by the guest's map-keys".to_owned(),
+                };
+                format!("{}, {mapping}", selection(&watch.selection))
+            })
+            .collect();
+        field(f, "watches", &watches)?;
+        field(
+            f,
+            "finalizer",
+            &metadata.finalizer.iter().cloned().collect::<Vec<_>>(),
+        )?;
+        field(f, "concurrency", &one(metadata.max_concurrency.to_string()))?;
+        let resync: Vec<String> = metadata
+            .resync
+            .iter()
+            .map(|period| format!("every {}s", period.as_secs()))
+            .collect();
+        field(f, "resync", &resync)?;
+        if let Some(entry) = &self.entry {
+            let by = match entry.by {
+                Match::Path => "path",
+                Match::Name => "name",
+            };
+            field(
+                f,
+                "config",
+                &one(format!(
+                    "{}, modules[{}], matched by {by}",
+                    entry.config.display(),
+                    entry.index
+                )),
+            )?;
+            let namespaces = if entry.module.namespaces.is_empty() {
+                "as declared".to_owned()
+            } else {
+                entry.module.namespaces.join(", ")
+            };
+            field(f, "namespaces", &one(namespaces))?;
+            let grants = match &entry.module.grants {
+                None => "none configured: every declared kind is allowed".to_owned(),
+                Some(grants) if grants.len() == 1 => "1 rule".to_owned(),
+                Some(grants) => format!("{} rules", grants.len()),
+            };
+            field(f, "grants", &one(grants))?;
+        }
+        let required: Vec<String> = self.required.iter().map(ToString::to_string).collect();
+        field(f, "needs", &required)?;
+        if self.entry.is_some() {
+            if self.missing.is_empty() {
+                field(f, "granted", &one("everything it needs".into()))?;
+            } else {
+                let missing: Vec<String> = self.missing.iter().map(ToString::to_string).collect();
+                field(f, "missing", &missing)?;
+            }
+        }
+        Ok(())
+    }
+}

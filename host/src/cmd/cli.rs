@@ -1,0 +1,294 @@
+//! The `kubewasm` command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::cluster::selector::{is_dns1123_label, is_dns1123_subdomain};
+pub use crate::config::BindAddress;
+use crate::config::ManagerConfig;
+
+/// Runs Kubernetes controllers written as WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "kubewasm", version)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Runs the controllers of a configuration file against a cluster until SIGTERM or SIGINT.
+    Run(RunArgs),
+    /// Checks that a module loads as the host loads it (a component of the supported contract
+    /// version with a valid declaration), prints what it declares and the permissions it needs
+    /// and, with --config, whether its entry's grants give them. Exits non-zero otherwise.
+    Check {
+        /// The module (.wasm component).
+        module: PathBuf,
+        /// A host configuration; the module's entry is found by path, else by name.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Runs one reconcile of an object against fixture objects, without a cluster, and prints
+    /// as YAML the writes the guest asked for, its log lines and the result. Deterministic:
+    /// the guest's wall clock is stopped at 2026-01-01T00:00:00Z and its random sources seeded.
+    Render {
+        /// The module (.wasm component).
+        module: PathBuf,
+        /// A YAML file holding the object to reconcile.
+        #[arg(long)]
+        object: PathBuf,
+        /// YAML files (several documents each) or folders of them: what the host's cache holds.
+        #[arg(long, num_args = 1..)]
+        cache: Vec<PathBuf>,
+        /// Calls finalize instead of reconcile, as the host does once the object is being
+        /// deleted.
+        #[arg(long)]
+        finalize: bool,
+    },
+    /// Prints, as YAML, the RBAC the host's service account needs to run a configuration's
+    /// modules and nothing more: a ClusterRole, plus a Role and RoleBinding in each namespace
+    /// that modules are restricted to. Exits non-zero if a module does not load or is not
+    /// granted what it declares.
+    Rbac {
+        /// The host configuration.
+        #[arg(long)]
+        config: PathBuf,
+        /// The module files, when the configuration's paths are where the host will find them
+        /// rather than here; each is matched to its entry as `check` does (by path, else by
+        /// name). Default: the configuration's paths.
+        modules: Vec<PathBuf>,
+        /// Name of the ClusterRole and of every Role and RoleBinding.
+        #[arg(long, default_value = "kubewasm")]
+        name: String,
+        /// The host's ServiceAccount, as NAMESPACE/NAME, bound by the RoleBindings.
+        #[arg(long, default_value = "kubewasm-system/kubewasm", value_parser = service_account)]
+        service_account: (String, String),
+    },
+    /// Creates a Rust guest crate from the template guest (only Rust guests so far).
+    New {
+        /// The controller's name: lowercase letters, digits and '-'.
+        name: String,
+        /// Where to create the crate; default: ./NAME.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The Rust guest SDK (guests/rust of a kubewasm checkout); default: the one this
+        /// binary was built from.
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
+}
+
+fn service_account(text: &str) -> Result<(String, String), String> {
+    match text.split_once('/') {
+        Some((namespace, name)) if is_dns1123_label(namespace) && is_dns1123_subdomain(name) => {
+            Ok((namespace.to_owned(), name.to_owned()))
+        }
+        _ => Err(format!("{text:?} is not NAMESPACE/NAME")),
+    }
+}
+
+/// The arguments of `kubewasm run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The host configuration (YAML).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// A kubeconfig file; without it, $KUBECONFIG, the in-cluster service account (token and
+    /// CA under /var/run/secrets/kubernetes.io/serviceaccount, KUBERNETES_SERVICE_HOST and
+    /// _PORT) or ~/.kube/config, in that order.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Where compiled modules are kept across restarts; default:
+    /// $XDG_CACHE_HOME/kubewasm/compiled or ~/.cache/kubewasm/compiled. Must be writable
+    /// by the host alone: its files are loaded as native code.
+    #[arg(long)]
+    pub compile_cache_dir: Option<PathBuf>,
+    /// Compiles every module at start-up and reload instead of using the compile cache.
+    #[arg(long, conflicts_with = "compile_cache_dir")]
+    pub no_compile_cache: bool,
+    /// Does not watch module files: a changed module is picked up only by a restart.
+    #[arg(long)]
+    pub no_reload: bool,
+    /// Where /metrics and /status are served: HOST:PORT, :PORT for every interface, or 0
+    /// to serve neither. Default: the configuration's `metrics.bindAddress`, else
+    /// 127.0.0.1:8080.
+    #[arg(long)]
+    pub metrics_bind_address: Option<BindAddress>,
+    /// Where /healthz and /readyz are served: HOST:PORT, :PORT for every interface, or 0
+    /// to serve neither; may equal the metrics address. Default: the configuration's
+    /// `health.healthProbeBindAddress`, else 127.0.0.1:8081.
+    #[arg(long)]
+    pub health_probe_bind_address: Option<BindAddress>,
+    /// Reconciles only while holding a coordination.k8s.io/v1 Lease, so that one replica
+    /// of several reconciles; the others wait as standbys and take over when it stops.
+    /// Default: the configuration's `leaderElection.leaderElect`, else false.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub leader_elect: Option<bool>,
+    /// The Lease's namespace. Default: the configuration's
+    /// `leaderElection.resourceNamespace`, else the in-cluster service account's
+    /// namespace, else `default`.
+    #[arg(long)]
+    pub leader_election_namespace: Option<String>,
+    /// The Lease's name. Default: the configuration's `leaderElection.resourceName`, else
+    /// `kubewasm-leader`.
+    #[arg(long)]
+    pub leader_election_id: Option<String>,
+}
+
+/// The process settings of `kubewasm run`: each from its flag, else from the configuration
+/// file, else its default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manager {
+    /// Where /metrics and /status are served, if anywhere.
+    pub metrics_bind_address: Option<SocketAddr>,
+    /// Where /healthz and /readyz are served, if anywhere.
+    pub health_probe_bind_address: Option<SocketAddr>,
+    /// Whether to reconcile only while leading.
+    pub leader_elect: bool,
+    /// The Lease's namespace; `None`: the service account's namespace, else `default`.
+    pub leader_election_namespace: Option<String>,
+    /// The Lease's name.
+    pub leader_election_id: String,
+}
+
+/// Default of `--metrics-bind-address`: loopback, as controller-runtime's.
+pub const DEFAULT_METRICS_BIND_ADDRESS: &str = "127.0.0.1:8080";
+/// Default of `--health-probe-bind-address`.
+pub const DEFAULT_HEALTH_PROBE_BIND_ADDRESS: &str = "127.0.0.1:8081";
+/// Default of `--leader-election-id`.
+pub const DEFAULT_LEADER_ELECTION_ID: &str = "kubewasm-leader";
+
+impl RunArgs {
+    /// The process settings, with the flags winning over `file`.
+    pub fn manager(&self, file: &ManagerConfig) -> Manager {
+        let address = |flag: Option<BindAddress>, file: Option<BindAddress>, default: &str| {
+            flag.or(file)
+                .unwrap_or_else(|| default.parse().expect("default addresses parse"))
+                .0
+        };
+        Manager {
+            metrics_bind_address: address(
+                self.metrics_bind_address,
+                file.metrics_bind_address,
+                DEFAULT_METRICS_BIND_ADDRESS,
+            ),
+            health_probe_bind_address: address(
+                self.health_probe_bind_address,
+                file.health_probe_bind_address,
+                DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
+            ),
+            leader_elect: self.leader_elect.or(file.leader_elect).unwrap_or(false),
+            leader_election_namespace: self
+                .leader_election_namespace
+                .clone()
+                .or_else(|| file.leader_election_namespace.clone()),
+            leader_election_id: self
+                .leader_election_id
+                .clone()
+                .or_else(|| file.leader_election_id.clone())
+                .unwrap_or_else(|| DEFAULT_LEADER_ELECTION_ID.to_owned()),
+        }
+    }
+}
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn bind_addresses_follow_controller_runtime() {
+        let parse = |text: &str| {
+            text.parse::<BindAddress>()
+                .map(|a| a.0.map(|a| a.to_string()))
+        };
+        assert_eq!(parse("0"), Ok(None));
+        assert_eq!(parse(":8080"), Ok(Some("0.0.0.0:8080".into())));
+        assert_eq!(parse("127.0.0.1:9"), Ok(Some("127.0.0.1:9".into())));
+        assert_eq!(parse("[::1]:9"), Ok(Some("[::1]:9".into())));
+        assert!(parse("localhost").is_err());
+    }
+
+    fn manager(args: &[&str], file: &str) -> Manager {
+        let cli = Cli::try_parse_from(["kubewasm", "run", "--config", "c.yaml"].iter().chain(args))
+            .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run");
+        };
+        let config = Config::from_yaml(
+            &format!("modules: [{{path: a.wasm}}]\n{file}"),
+            std::path::Path::new(""),
+        )
+        .unwrap();
+        run.manager(&config.manager)
+    }
+
+    #[test]
+    fn run_settings_come_from_flags_then_the_file_then_defaults() {
+        let defaults = manager(&[], "");
+        assert_eq!(
+            defaults,
+            Manager {
+                metrics_bind_address: Some("127.0.0.1:8080".parse().unwrap()),
+                health_probe_bind_address: Some("127.0.0.1:8081".parse().unwrap()),
+                leader_elect: false,
+                leader_election_namespace: None,
+                leader_election_id: "kubewasm-leader".into(),
+            }
+        );
+        let file = "metrics: {bindAddress: ':9090'}
+health: {healthProbeBindAddress: '0'}
+leaderElection: {leaderElect: true, resourceNamespace: ops, resourceName: lease}
+";
+        let from_file = manager(&[], file);
+        assert_eq!(
+            from_file,
+            Manager {
+                metrics_bind_address: Some("0.0.0.0:9090".parse().unwrap()),
+                health_probe_bind_address: None,
+                leader_elect: true,
+                leader_election_namespace: Some("ops".into()),
+                leader_election_id: "lease".into(),
+            }
+        );
+        let flags = [
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            ":8081",
+            "--leader-elect=false",
+            "--leader-election-namespace",
+            "other",
+            "--leader-election-id",
+            "mine",
+        ];
+        assert_eq!(
+            manager(&flags, file),
+            Manager {
+                metrics_bind_address: None,
+                health_probe_bind_address: Some("0.0.0.0:8081".parse().unwrap()),
+                leader_elect: false,
+                leader_election_namespace: Some("other".into()),
+                leader_election_id: "mine".into(),
+            }
+        );
+        assert!(manager(&["--leader-elect"], "").leader_elect);
+    }
+}

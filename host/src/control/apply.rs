@@ -1,0 +1,397 @@
+//! The API writer: executes a guest's checked writes against the cluster with the guest's own
+//! field manager, and serves its reads from the informers it declared.
+//!
+//! A successful write is recorded in the guest's informers at once (see
+//! [`crate::cluster::cache::Store::record_write`]): the next reconcile reads it even if the watch has not
+//! delivered it yet, so a controller that creates objects does not create them twice.
+//!
+//! An apply is not sent when the cache already shows the intent (every field of the intent has
+//! the same value in the cached object) and the intent is the one this guest last applied to
+//! that object, so that fields dropped from an intent are still removed. After a restart the
+//! first apply of each object is sent once.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use either::Either;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::Api;
+use kube::api::{
+    DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams, Preconditions,
+    PropagationPolicy,
+};
+use serde_json::Value;
+
+use crate::cluster::cache::{CachedObject, ObjectKey};
+use crate::cluster::selector::LabelSelector;
+use crate::cluster::watch::{Informer, Resources};
+use crate::wasm::backend::{
+    ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest,
+};
+
+/// Identity of an applied intent: kind, namespace, name, and whether it targets `status`.
+type IntentKey = (GroupVersionKind, Option<String>, String, bool);
+
+/// Runs one guest's calls against the cluster.
+pub struct ClusterBackend {
+    resources: Arc<Resources>,
+    field_manager: String,
+    controller: String,
+    informers: Vec<Arc<Informer>>,
+    applied: Mutex<HashMap<IntentKey, u64>>,
+    elided: AtomicU64,
+}
+
+impl ClusterBackend {
+    /// A backend for the guest `controller`, reading from `informers`.
+    pub fn new(resources: Arc<Resources>, controller: &str, informers: Vec<Arc<Informer>>) -> Self {
+        Self {
+            resources,
+            field_manager: field_manager(controller),
+            controller: controller.to_owned(),
+            informers,
+            applied: Mutex::default(),
+            elided: AtomicU64::new(0),
+        }
+    }
+
+    /// How many applies were not sent because the cluster already matched them.
+    pub fn elided(&self) -> u64 {
+        self.elided.load(Ordering::Relaxed)
+    }
+
+    /// The cached object with this key, from the informer that saw it last if several hold it.
+    fn cached(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<CachedObject>> {
+        self.informers
+            .iter()
+            .filter(|i| &i.selection().kind == kind)
+            .filter_map(|i| {
+                i.store()
+                    .get(&ObjectKey {
+                        namespace: namespace.map(str::to_owned),
+                        name: name.to_owned(),
+                    })
+                    .or_else(|| {
+                        i.store().get(&ObjectKey {
+                            namespace: None,
+                            name: name.to_owned(),
+                        })
+                    })
+            })
+            .max_by_key(|o| o.version())
+    }
+
+    /// The informers of `kind`, each with its list count before a write is sent.
+    fn marks(&self, kind: &GroupVersionKind) -> Vec<(&Arc<Informer>, u64)> {
+        self.informers
+            .iter()
+            .filter(|i| &i.selection().kind == kind)
+            .map(|i| (i, i.store().lists()))
+            .collect()
+    }
+
+    /// Makes a written object visible to this guest's reads at once.
+    fn record(marks: &[(&Arc<Informer>, u64)], object: DynamicObject) -> Arc<str> {
+        let object = CachedObject::new(object);
+        for (informer, lists) in marks {
+            informer.record_write(&object, *lists);
+        }
+        object.json
+    }
+
+    async fn api(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+    ) -> Result<Api<DynamicObject>, CallError> {
+        self.resources
+            .api(kind, namespace)
+            .await
+            .map_err(CallError::from)
+    }
+}
+
+/// The field manager of a guest.
+pub fn field_manager(controller: &str) -> String {
+    format!("kubewasm-{controller}")
+}
+
+#[async_trait]
+impl Backend for ClusterBackend {
+    fn is_cluster_scoped(&self, kind: &GroupVersionKind) -> bool {
+        self.resources.namespaced(kind) == Some(false)
+    }
+
+    fn get(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<str>>, CallError> {
+        Ok(self.cached(kind, namespace, name).map(|o| o.json.clone()))
+    }
+
+    fn list(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        selector: Option<&LabelSelector>,
+    ) -> Result<Vec<Arc<str>>, CallError> {
+        let mut found: Vec<Arc<CachedObject>> = self
+            .informers
+            .iter()
+            .filter(|i| &i.selection().kind == kind)
+            .flat_map(|i| i.store().list(namespace, selector))
+            .collect();
+        // An object several informers hold is read from the one that saw it last.
+        found.sort_by_key(|o| (o.key(), std::cmp::Reverse(o.version())));
+        found.dedup_by(|a, b| a.key() == b.key());
+        Ok(found.into_iter().map(|o| o.json.clone()).collect())
+    }
+
+    async fn apply(&self, request: ApplyRequest) -> Result<String, CallError> {
+        let key: IntentKey = (
+            request.kind.clone(),
+            request.namespace.clone(),
+            request.name.clone(),
+            request.status,
+        );
+        let fingerprint = fingerprint(&request.object, request.force);
+        let cached = self.cached(&request.kind, request.namespace.as_deref(), &request.name);
+        let remembered = self.applied.lock().expect("applied lock").get(&key) == Some(&fingerprint);
+        if let Some(cached) = cached
+            && remembered
+            && contains(&cached.value, &request.object)
+        {
+            self.elided.fetch_add(1, Ordering::Relaxed);
+            return Ok(cached.json.to_string());
+        }
+        let api = self
+            .api(&request.kind, request.namespace.as_deref())
+            .await?;
+        let marks = self.marks(&request.kind);
+        let mut params = PatchParams::apply(&self.field_manager);
+        params.force = request.force;
+        let patch = Patch::Apply(&request.object);
+        let result = if request.status {
+            api.patch_status(&request.name, &params, &patch).await
+        } else {
+            api.patch(&request.name, &params, &patch).await
+        };
+        let object = result?;
+        self.applied
+            .lock()
+            .expect("applied lock")
+            .insert(key, fingerprint);
+        Ok(Self::record(&marks, object).to_string())
+    }
+
+    async fn patch(&self, request: PatchRequest) -> Result<String, CallError> {
+        let api = self
+            .api(&request.kind, request.namespace.as_deref())
+            .await?;
+        let params = PatchParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PatchParams::default()
+        };
+        let marks = self.marks(&request.kind);
+        let object = if request.json_patch {
+            let patch: json_patch::Patch = serde_json::from_value(request.patch)
+                .map_err(|e| CallError::Invalid(format!("not an RFC 6902 JSON patch: {e}")))?;
+            api.patch(&request.name, &params, &Patch::Json::<()>(patch))
+                .await?
+        } else {
+            api.patch(&request.name, &params, &Patch::Merge(&request.patch))
+                .await?
+        };
+        Ok(Self::record(&marks, object).to_string())
+    }
+
+    async fn delete(&self, request: DeleteRequest) -> Result<(), CallError> {
+        let api = self
+            .api(&request.kind, request.namespace.as_deref())
+            .await?;
+        let key = ObjectKey {
+            namespace: request.namespace.clone(),
+            name: request.name.clone(),
+        };
+        let uid = request.uid.clone().or_else(|| {
+            self.cached(&request.kind, request.namespace.as_deref(), &request.name)
+                .and_then(|o| o.uid.clone())
+        });
+        let marks = self.marks(&request.kind);
+        let params = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            preconditions: Some(Preconditions {
+                uid: request.uid,
+                resource_version: request.resource_version,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&request.name, &params).await? {
+            // Still there: terminating, waiting for finalizers or a grace period.
+            Either::Left(object) if object.metadata.deletion_timestamp.is_some() => {
+                Self::record(&marks, object);
+            }
+            // Gone: some kinds answer with the deleted object, others with a status.
+            _ => {
+                if let Some(uid) = uid {
+                    for (informer, lists) in &marks {
+                        informer.record_delete(&key, &uid, *lists);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn event(&self, request: EventRequest) -> Result<(), CallError> {
+        let uid = self
+            .cached(&request.kind, request.namespace.as_deref(), &request.name)
+            .and_then(|o| o.uid.clone());
+        let namespace = request
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let event: Event = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": event_name(&request.name), "namespace": namespace },
+            "eventTime": MicroTime(k8s_openapi::jiff::Timestamp::now()),
+            "reportingController": format!("kubewasm.dev/{}", self.controller),
+            "reportingInstance": reporting_instance(),
+            "action": request.action,
+            "reason": request.reason,
+            "note": request.note,
+            "type": if request.warning { "Warning" } else { "Normal" },
+            "regarding": {
+                "apiVersion": request.kind.api_version(),
+                "kind": request.kind.kind,
+                "namespace": request.namespace,
+                "name": request.name,
+                "uid": uid,
+            },
+        }))
+        .map_err(|e| CallError::Invalid(format!("building the event: {e}")))?;
+        let api = Api::<Event>::namespaced(self.resources.client().clone(), &namespace);
+        api.create(&PostParams::default(), &event).await?;
+        Ok(())
+    }
+}
+
+/// A unique event name in client-go's style: the object's name and a hexadecimal timestamp.
+fn event_name(regarding: &str) -> String {
+    static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+    format!("{regarding}.{nanos:x}{sequence:x}")
+}
+
+fn reporting_instance() -> String {
+    std::env::var("HOSTNAME").unwrap_or_else(|_| "kubewasm".into())
+}
+
+fn fingerprint(object: &Value, force: bool) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    object.to_string().hash(&mut hasher);
+    force.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Whether every field of `intent` has the same value in `actual`. Lists must have the same
+/// length and contain their intent items in order.
+pub fn contains(actual: &Value, intent: &Value) -> bool {
+    match (actual, intent) {
+        (Value::Object(actual), Value::Object(intent)) => intent
+            .iter()
+            .all(|(key, value)| actual.get(key).is_some_and(|a| contains(a, value))),
+        (Value::Array(actual), Value::Array(intent)) => {
+            actual.len() == intent.len() && actual.iter().zip(intent).all(|(a, i)| contains(a, i))
+        }
+        (Value::Number(a), Value::Number(i)) => a.as_f64() == i.as_f64(),
+        _ => actual == intent,
+    }
+}
+
+/// Adds (`present`) or removes `finalizer` on a cached object, failing with a conflict if the
+/// object changed since it was cached.
+pub async fn set_finalizer(
+    resources: &Resources,
+    kind: &GroupVersionKind,
+    object: &CachedObject,
+    finalizer: &str,
+    present: bool,
+    controller: &str,
+) -> Result<(), CallError> {
+    let mut finalizers: Vec<String> = object
+        .finalizers
+        .iter()
+        .filter(|f| *f != finalizer)
+        .cloned()
+        .collect();
+    if present {
+        finalizers.push(finalizer.to_owned());
+    }
+    set_finalizers(resources, kind, object, finalizers, controller).await
+}
+
+async fn set_finalizers(
+    resources: &Resources,
+    kind: &GroupVersionKind,
+    object: &CachedObject,
+    finalizers: Vec<String>,
+    controller: &str,
+) -> Result<(), CallError> {
+    let api = resources.api(kind, object.namespace.as_deref()).await?;
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": object.resource_version, "finalizers": finalizers }
+    });
+    let params = PatchParams {
+        field_manager: Some(field_manager(controller)),
+        ..PatchParams::default()
+    };
+    api.patch(&object.name, &params, &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn intent_contained_in_defaulted_object() {
+        let actual = json!({
+            "metadata": { "name": "a", "uid": "1", "labels": { "x": "1", "y": "2" } },
+            "spec": { "replicas": 2, "template": { "containers": [{ "name": "c", "image": "i", "imagePullPolicy": "Always" }] } }
+        });
+        let intent = json!({
+            "metadata": { "name": "a", "labels": { "x": "1" } },
+            "spec": { "replicas": 2, "template": { "containers": [{ "name": "c", "image": "i" }] } }
+        });
+        assert!(contains(&actual, &intent));
+    }
+
+    #[test]
+    fn differing_or_missing_fields_are_not_contained() {
+        let actual = json!({ "spec": { "replicas": 2, "ports": [{ "port": 80 }] } });
+        assert!(!contains(&actual, &json!({ "spec": { "replicas": 3 } })));
+        assert!(!contains(&actual, &json!({ "spec": { "paused": true } })));
+        assert!(!contains(
+            &actual,
+            &json!({ "spec": { "ports": [{ "port": 80 }, { "port": 81 }] } })
+        ));
+        assert!(contains(&json!({ "n": 1.0 }), &json!({ "n": 1 })));
+    }
+}

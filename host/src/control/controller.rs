@@ -1,0 +1,562 @@
+//! One running guest: its informers and triggers feed its workqueue, and its workers hand each
+//! key to the guest's current module.
+//!
+//! Guarantees: a key is reconciled by at most one worker at a time; a failed reconcile is
+//! retried with per-key exponential backoff, reset on success; a finalizer the guest declares
+//! is added before its first reconcile of an object and removed only after `finalize` succeeds;
+//! replacing the module is atomic at the next dequeue and re-enqueues every key.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use kube::api::GroupVersionKind;
+use kube::core::GroupVersion;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::cluster::cache::{CachedObject, Change, ObjectKey};
+use crate::cluster::selection::Selection;
+use crate::cluster::selector::LabelSelector;
+use crate::cluster::view::View;
+use crate::cluster::watch::{Informer, Informers, Resources, Subscription};
+use crate::config::{Grant, QueueConfig};
+use crate::control::apply::{self, ClusterBackend};
+use crate::control::queue::WorkQueue;
+use crate::control::tally::{Streak, Tally};
+use crate::control::trigger;
+use crate::histogram::{Histogram, RECONCILE_TIME_BUCKETS};
+use crate::wasm::backend::Scope;
+use crate::wasm::bindings::types::{self, Reason};
+use crate::wasm::declaration::Mapping;
+use crate::wasm::dispatch::{self, Entry, Failure, Outcome};
+use crate::wasm::env::{CallTimes, GuestEnv};
+use crate::wasm::module::Module;
+use crate::wasm::permissions::Permissions;
+use crate::wasm::runtime::{Limits, Runtime};
+
+/// How the operator runs a guest, on top of what the module declares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// The controller's name.
+    pub name: String,
+    /// Workers reconciling at once.
+    pub max_concurrency: u32,
+    /// Resync period, if any.
+    pub resync: Option<Duration>,
+    /// Namespaces the guest's primary and owned objects are watched in; empty means the
+    /// namespace the module declares (or all).
+    pub namespaces: Vec<String>,
+    /// Per-call limits.
+    pub limits: Limits,
+    /// Backoff of failed keys.
+    pub queue: QueueConfig,
+    /// What the operator granted; `None`: everything on the declared kinds.
+    pub grants: Option<Vec<Grant>>,
+}
+
+/// Counters of a guest's reconciles. Every reconcile is timed once and counted once as
+/// succeeded, requeued or failed.
+#[derive(Debug)]
+pub struct Counters {
+    /// Reconciles that returned done, and keys left alone because their object is being deleted
+    /// without the guest's finalizer.
+    pub succeeded: AtomicU64,
+    /// Reconciles that asked to be requeued after a delay.
+    pub requeued: AtomicU64,
+    /// Reconciles that failed, for any reason.
+    pub failed: AtomicU64,
+    /// Reconciles that trapped, other than by running out of memory.
+    pub traps: AtomicU64,
+    /// Reconciles that ran past their deadline.
+    pub timeouts: AtomicU64,
+    /// Reconciles that ran out of memory.
+    pub out_of_memory: AtomicU64,
+    /// The current run of failed reconciles and the last error.
+    pub streak: Streak,
+    /// Time of each reconcile: the whole processing of a dequeued key, finalizers included.
+    pub reconcile_time: Histogram,
+}
+
+impl Default for Counters {
+    /// Nothing counted yet.
+    fn default() -> Self {
+        Self {
+            succeeded: AtomicU64::default(),
+            requeued: AtomicU64::default(),
+            failed: AtomicU64::default(),
+            traps: AtomicU64::default(),
+            timeouts: AtomicU64::default(),
+            out_of_memory: AtomicU64::default(),
+            streak: Streak::default(),
+            reconcile_time: Histogram::new(RECONCILE_TIME_BUCKETS),
+        }
+    }
+}
+
+/// A running guest.
+pub struct Controller {
+    settings: Settings,
+    runtime: Runtime,
+    resources: Arc<Resources>,
+    module: RwLock<Arc<Module>>,
+    env: Arc<GuestEnv>,
+    backend: Arc<ClusterBackend>,
+    queue: Arc<WorkQueue<ObjectKey, Reason>>,
+    /// The primary selection in each namespace it runs in.
+    primaries: Vec<View>,
+    /// Every informer the guest reads: workers start once all of them have listed.
+    readable: Vec<Arc<Informer>>,
+    subscriptions: Mutex<Vec<Subscription>>,
+    /// Cancelled when the controller shuts down; ends its resync task.
+    stop: CancellationToken,
+    /// Bounds the guest's `map-keys` calls in flight.
+    mapping: tokio::sync::Semaphore,
+    counters: Counters,
+}
+
+impl Controller {
+    /// Starts a guest: acquires the informers its module declares, subscribes its triggers and
+    /// spawns its workers into `tasks`.
+    pub fn start(
+        runtime: Runtime,
+        resources: Arc<Resources>,
+        informers: &Informers,
+        module: Arc<Module>,
+        settings: Settings,
+        tasks: &TaskTracker,
+    ) -> Arc<Self> {
+        let metadata = &module.metadata;
+        let namespaces = metadata.namespaces(&settings.namespaces);
+        let in_each_namespace = |kind: &GroupVersionKind, selector: Option<&LabelSelector>| {
+            namespaces
+                .iter()
+                .map(|namespace| Selection {
+                    kind: kind.clone(),
+                    namespace: namespace.clone(),
+                    selector: selector.cloned(),
+                })
+                .collect::<Vec<_>>()
+        };
+        let primaries =
+            in_each_namespace(&metadata.primary.kind, metadata.primary.selector.as_ref());
+        let owned: Vec<Selection> = metadata
+            .owns
+            .iter()
+            .flat_map(|kind| in_each_namespace(kind, None))
+            .collect();
+        let all: Vec<Selection> = primaries
+            .iter()
+            .chain(&owned)
+            .chain(metadata.watches.iter().map(|w| &w.selection))
+            .cloned()
+            .collect();
+        let view = |selection: &Selection| View::new(selection, &all, informers);
+        let primaries: Vec<View> = primaries.iter().map(view).collect();
+        let owned: Vec<View> = owned.iter().map(view).collect();
+        let watched: Vec<(View, Mapping)> = metadata
+            .watches
+            .iter()
+            .map(|w| (view(&w.selection), w.mapping.clone()))
+            .collect();
+        let mut readable: Vec<Arc<Informer>> = Vec::new();
+        for view in primaries
+            .iter()
+            .chain(&owned)
+            .chain(watched.iter().map(|(v, _)| v))
+        {
+            if !readable.iter().any(|i| Arc::ptr_eq(i, view.informer())) {
+                readable.push(view.informer().clone());
+            }
+        }
+        let backend = Arc::new(ClusterBackend::new(
+            resources.clone(),
+            &settings.name,
+            readable.clone(),
+        ));
+        let env = Arc::new(GuestEnv::new(
+            &settings.name,
+            metadata.declared(),
+            backend.clone(),
+            settings.limits.host_call_timeout,
+            Permissions::new(settings.grants.clone()),
+        ));
+        let mapping_permits = settings.max_concurrency as usize;
+        let controller = Arc::new(Self {
+            queue: Arc::new(WorkQueue::new(settings.queue)),
+            settings,
+            runtime,
+            resources,
+            module: RwLock::new(module.clone()),
+            env,
+            backend,
+            primaries,
+            readable: readable.clone(),
+            subscriptions: Mutex::default(),
+            stop: CancellationToken::new(),
+            mapping: tokio::sync::Semaphore::new(mapping_permits),
+            counters: Counters::default(),
+        });
+        let primary_kind = module.metadata.primary.kind.clone();
+        let mut subscriptions = Vec::new();
+        for view in &controller.primaries {
+            let queue = controller.queue.clone();
+            subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
+                if let Some((key, reason)) = trigger::primary(change) {
+                    queue.add(key, reason);
+                }
+            })));
+        }
+        for view in owned {
+            let queue = controller.queue.clone();
+            let kind = primary_kind.clone();
+            subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
+                for key in trigger::owners(change, &kind, true) {
+                    queue.add(key, Reason::OwnedChanged);
+                }
+            })));
+        }
+        for (view, mapping) in watched {
+            let handler = controller.watch_handler(mapping, primary_kind.clone());
+            subscriptions.push(view.subscribe(handler));
+        }
+        *controller.subscriptions.lock().expect("subscriptions lock") = subscriptions;
+        for _ in 0..controller.settings.max_concurrency {
+            let controller = controller.clone();
+            tasks.spawn(async move { controller.work().await });
+        }
+        if let Some(period) = controller.settings.resync {
+            let weak = Arc::downgrade(&controller);
+            tasks.spawn(resync(weak, controller.stop.clone(), period));
+        }
+        controller
+    }
+
+    fn watch_handler(
+        self: &Arc<Self>,
+        mapping: Mapping,
+        primary: GroupVersionKind,
+    ) -> crate::cluster::watch::Handler {
+        let queue = self.queue.clone();
+        match mapping {
+            Mapping::Owner => Arc::new(move |change: &Change| {
+                for key in trigger::owners(change, &primary, false) {
+                    queue.add(key, Reason::WatchedChanged);
+                }
+            }),
+            Mapping::Label(label) => Arc::new(move |change: &Change| {
+                for key in trigger::labelled(change, &label) {
+                    queue.add(key, Reason::WatchedChanged);
+                }
+            }),
+            Mapping::Guest => {
+                let weak = Arc::downgrade(self);
+                Arc::new(move |change: &Change| {
+                    if let Some(controller) = weak.upgrade() {
+                        let objects: Vec<_> =
+                            change.old.iter().chain(&change.new).cloned().collect();
+                        tokio::spawn(async move { controller.map_keys(objects).await });
+                    }
+                })
+            }
+        }
+    }
+
+    async fn map_keys(&self, objects: Vec<Arc<CachedObject>>) {
+        // At most `max_concurrency` map-keys calls at once, like reconciles: a relist of a
+        // watched kind cannot start an instance per object at the same time.
+        let Ok(_permit) = self.mapping.acquire().await else {
+            return;
+        };
+        let module = self.module();
+        for object in objects {
+            let kind = object.value["apiVersion"]
+                .as_str()
+                .zip(object.value["kind"].as_str())
+                .and_then(|(api_version, kind)| {
+                    let version = api_version.parse::<GroupVersion>().ok()?;
+                    Some(types::Gvk {
+                        group: version.group,
+                        version: version.version,
+                        kind: kind.to_owned(),
+                    })
+                });
+            let Some(kind) = kind else { continue };
+            match dispatch::map_keys(
+                &self.runtime,
+                &module,
+                &self.env,
+                &self.settings.limits,
+                kind,
+                &object.json,
+            )
+            .await
+            {
+                Ok(keys) => {
+                    for key in keys {
+                        self.queue.add(
+                            ObjectKey {
+                                namespace: key.namespace,
+                                name: key.name,
+                            },
+                            Reason::WatchedChanged,
+                        );
+                    }
+                }
+                Err(failure) => {
+                    tracing::warn!(guest = %self.settings.name, object = %object.key(), %failure, "map-keys failed")
+                }
+            }
+        }
+    }
+
+    /// The guest's name.
+    pub fn name(&self) -> &str {
+        &self.settings.name
+    }
+
+    /// Workers it runs, each reconciling one key at a time.
+    pub fn max_concurrency(&self) -> u32 {
+        self.settings.max_concurrency
+    }
+
+    /// The module currently answering reconciles.
+    pub fn module(&self) -> Arc<Module> {
+        self.module.read().expect("module lock").clone()
+    }
+
+    /// Its reconcile counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Its workqueue.
+    pub fn queue(&self) -> &WorkQueue<ObjectKey, Reason> {
+        &self.queue
+    }
+
+    /// A snapshot of its tally: the module answering reconciles and how they ended.
+    pub fn tally(&self) -> Tally {
+        let module = self.module();
+        let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let counters = &self.counters;
+        Tally {
+            loaded_at: module.loaded_at,
+            digest: module.digest.clone(),
+            succeeded: count(&counters.succeeded),
+            requeued: count(&counters.requeued),
+            failed: count(&counters.failed),
+            traps: count(&counters.traps),
+            timeouts: count(&counters.timeouts),
+            out_of_memory: count(&counters.out_of_memory),
+            denied: self.calls_denied(),
+            output_dropped: self.env.output.dropped(),
+            consecutive_failures: counters.streak.failures(),
+            last_error: counters.streak.last_error(),
+        }
+    }
+
+    /// How long its instantiations and export calls take.
+    pub fn call_times(&self) -> &CallTimes {
+        &self.env.times
+    }
+
+    /// Host calls refused because the kind was not declared or the verb not granted.
+    pub fn calls_denied(&self) -> u64 {
+        self.env.denied.load(Ordering::Relaxed)
+    }
+
+    /// Applies that were not sent because the cluster already matched.
+    pub fn writes_elided(&self) -> u64 {
+        self.backend.elided()
+    }
+
+    /// Whether every informer the guest reads has listed once.
+    pub fn is_synced(&self) -> bool {
+        self.readable.iter().all(|i| i.is_synced())
+    }
+
+    /// Whether `module` can replace the current one in place: it declares exactly the same
+    /// kinds, mappings, finalizer, concurrency and resync period.
+    pub fn can_swap_to(&self, module: &Module) -> bool {
+        self.module().metadata == module.metadata
+    }
+
+    /// Makes `module` answer every reconcile from the next dequeue on, and enqueues every key
+    /// again with [`Reason::Reload`]. Reconciles in flight finish on the module they started
+    /// with. The caller checks [`Controller::can_swap_to`] first.
+    pub fn swap_module(&self, module: Arc<Module>) {
+        *self.module.write().expect("module lock") = module;
+        for view in &self.primaries {
+            for key in view.keys() {
+                self.queue.add(key, Reason::Reload);
+            }
+        }
+    }
+
+    /// Stops taking keys and waits for reconciles in flight to finish; drops its watches.
+    pub async fn shut_down(&self) {
+        self.stop.cancel();
+        self.queue.shut_down_and_drain().await;
+        self.subscriptions
+            .lock()
+            .expect("subscriptions lock")
+            .clear();
+    }
+
+    /// The cached primary object with this key.
+    fn primary(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        self.primaries.iter().find_map(|v| v.get(key))
+    }
+
+    async fn work(self: Arc<Self>) {
+        // Reconciling against a partly listed cache would see owned objects as missing. A kind
+        // that is never served keeps the workers waiting until the controller shuts down.
+        for informer in &self.readable {
+            tokio::select! {
+                () = informer.synced() => {}
+                () = self.stop.cancelled() => return,
+            }
+        }
+        while let Some(item) = self.queue.next().await {
+            let start = Instant::now();
+            self.process(&item.key, item.reason).await;
+            self.counters.reconcile_time.observe(start.elapsed());
+            self.queue.done(&item.key);
+        }
+    }
+
+    async fn process(&self, key: &ObjectKey, reason: Reason) {
+        let module = self.module();
+        let metadata = &module.metadata;
+        let object = self.primary(key);
+        let mut entry = Entry::Reconcile;
+        if let (Some(finalizer), Some(object)) = (&metadata.finalizer, &object) {
+            let carries = object.finalizers.iter().any(|f| f == finalizer);
+            if object.deleting {
+                if !carries {
+                    self.counters.succeeded.fetch_add(1, Ordering::Relaxed);
+                    self.queue.forget(key);
+                    return;
+                }
+                entry = Entry::Finalize;
+            } else if !carries {
+                let added = apply::set_finalizer(
+                    &self.resources,
+                    &metadata.primary.kind,
+                    object,
+                    finalizer,
+                    true,
+                    &self.settings.name,
+                )
+                .await;
+                if let Err(error) = added {
+                    self.retry(key, &format!("adding finalizer {finalizer}: {error}"));
+                    return;
+                }
+            }
+        }
+        let request = types::Request {
+            key: types::ObjectKey {
+                namespace: key.namespace.clone(),
+                name: key.name.clone(),
+            },
+            reason,
+            attempt: self.queue.num_requeues(key) + 1,
+            object: object.as_ref().map(|o| o.json.to_string()),
+        };
+        let scope = Scope {
+            kind: metadata.primary.kind.clone(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            uid: object.as_ref().and_then(|o| o.uid.clone()),
+        };
+        let result = dispatch::call(
+            &self.runtime,
+            &module,
+            &self.env,
+            &self.settings.limits,
+            scope,
+            entry,
+            request,
+        )
+        .await;
+        match result {
+            Ok(Outcome::Done) => {
+                if entry == Entry::Finalize
+                    && let (Some(finalizer), Some(object)) = (&metadata.finalizer, &object)
+                {
+                    let removed = apply::set_finalizer(
+                        &self.resources,
+                        &metadata.primary.kind,
+                        object,
+                        finalizer,
+                        false,
+                        &self.settings.name,
+                    )
+                    .await;
+                    if let Err(error) = removed {
+                        self.retry(key, &format!("removing finalizer {finalizer}: {error}"));
+                        return;
+                    }
+                }
+                self.counters.succeeded.fetch_add(1, Ordering::Relaxed);
+                self.counters.streak.succeeded(&self.settings.name);
+                self.queue.forget(key);
+            }
+            Ok(Outcome::RequeueAfter(delay)) => {
+                self.counters.requeued.fetch_add(1, Ordering::Relaxed);
+                self.counters.streak.succeeded(&self.settings.name);
+                self.queue.forget(key);
+                self.queue.add_after(key.clone(), Reason::Requeue, delay);
+            }
+            Err(Failure::Permanent(message)) => {
+                self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .streak
+                    .failed(&self.settings.name, key, &message);
+                tracing::error!(guest = %self.settings.name, %key, %message, "reconcile failed permanently; waiting for a change");
+                self.queue.forget(key);
+            }
+            Err(failure) => {
+                match failure {
+                    Failure::Trap(_) => self.counters.traps.fetch_add(1, Ordering::Relaxed),
+                    Failure::OutOfMemory(_) => {
+                        self.counters.out_of_memory.fetch_add(1, Ordering::Relaxed)
+                    }
+                    Failure::Timeout(_) => self.counters.timeouts.fetch_add(1, Ordering::Relaxed),
+                    _ => 0,
+                };
+                self.retry(key, &failure.to_string());
+            }
+        }
+    }
+
+    fn retry(&self, key: &ObjectKey, message: &str) {
+        self.counters.failed.fetch_add(1, Ordering::Relaxed);
+        let delay = self.queue.add_rate_limited(key.clone(), Reason::Requeue);
+        tracing::warn!(guest = %self.settings.name, %key, retry_in = ?delay, "reconcile failed: {message}");
+        self.counters
+            .streak
+            .failed(&self.settings.name, key, message);
+    }
+}
+
+async fn resync(controller: Weak<Controller>, stop: CancellationToken, period: Duration) {
+    let mut ticks = tokio::time::interval(period);
+    ticks.tick().await;
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        let Some(controller) = controller.upgrade() else {
+            return;
+        };
+        for view in &controller.primaries {
+            for key in view.keys() {
+                controller.queue.add(key, Reason::Resync);
+            }
+        }
+    }
+}

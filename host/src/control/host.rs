@@ -1,0 +1,397 @@
+//! The host: loads the configured modules, starts one controller per module on shared
+//! informers, reloads a module when its file changes, and on shutdown stops taking keys and lets
+//! reconciles in flight finish.
+//!
+//! A reload compiles and validates the new module (world, version, metadata, grants) while the
+//! old one keeps running, then:
+//! - if it declares the same kinds, mappings, finalizer, concurrency and resync period, swaps it
+//!   in place: reconciles in flight finish on the old code, every key is enqueued again;
+//! - otherwise drains the old controller (in-flight reconciles finish) and starts a new one,
+//!   which acquires the informers it needs and releases the ones nobody else uses.
+//!
+//! An invalid module is rejected with an error in the log and the previous one keeps running; a
+//! removed file unloads its guest.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::cluster::watch::{Informer, Informers, Resources};
+use crate::config::QueueConfig;
+use crate::config::{Config, ModuleConfig};
+use crate::control::controller::{Controller, Settings};
+use crate::control::reload;
+use crate::wasm::declaration::Metadata;
+use crate::wasm::module::{self, LoadError, Module};
+use crate::wasm::permissions::{self, Permissions, Requirement};
+use crate::wasm::runtime::{Limits, Runtime, RuntimeError};
+
+/// Why a module could not be started, at start-up or on reload.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The WebAssembly runtime could not be created.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// A configured module could not be loaded.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A module's declaration needs more than its grants allow.
+    #[error(
+        "{}: module {guest:?} needs permissions its grants do not give:\n  {}",
+        path.display(),
+        missing.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  ")
+    )]
+    NotGranted {
+        /// The guest.
+        guest: String,
+        /// The module's path.
+        path: PathBuf,
+        /// What is missing.
+        missing: Vec<Requirement>,
+    },
+    /// Two modules declare the same controller name.
+    #[error("two modules are named {0:?}; set `name` in the configuration to tell them apart")]
+    DuplicateName(String),
+    /// The module directories could not be watched.
+    #[error("watching module files: {0}")]
+    Watch(#[source] notify::Error),
+}
+
+/// Counters of module loads.
+#[derive(Debug, Default)]
+pub struct LoadCounters {
+    /// Modules loaded, at start-up or on reload.
+    pub loaded: AtomicU64,
+    /// Modules replaced while running.
+    pub reloaded: AtomicU64,
+    /// Changed modules rejected; the previous version kept running.
+    pub rejected: AtomicU64,
+    /// Guests unloaded because their file was removed.
+    pub unloaded: AtomicU64,
+}
+
+/// The running host.
+pub struct Host {
+    shared: Arc<Shared>,
+    /// Keeps the file watcher alive.
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+struct Shared {
+    runtime: Runtime,
+    resources: Arc<Resources>,
+    informers: Arc<Informers>,
+    queue: QueueConfig,
+    modules: Vec<ModuleConfig>,
+    /// Running guests by module path; a guest whose file is gone has no entry.
+    guests: Mutex<BTreeMap<PathBuf, Arc<Controller>>>,
+    tasks: TaskTracker,
+    counters: LoadCounters,
+    /// Set once shutdown has begun; no guest is started after it.
+    stopping: AtomicBool,
+}
+
+impl Host {
+    /// Loads every module of `config` and starts its controller, then watches the modules'
+    /// folders for changes when `watch` is set. Fails without starting anything if one module
+    /// is invalid.
+    pub async fn start(
+        config: &Config,
+        client: Client,
+        runtime: Runtime,
+        watch: bool,
+    ) -> Result<Self, HostError> {
+        let resources = Arc::new(Resources::new(client));
+        let shared = Arc::new(Shared {
+            runtime,
+            informers: Arc::new(Informers::new(resources.clone())),
+            resources,
+            queue: config.queue,
+            modules: config.modules.clone(),
+            guests: Mutex::default(),
+            tasks: TaskTracker::new(),
+            counters: LoadCounters::default(),
+            stopping: AtomicBool::new(false),
+        });
+        let mut loaded = Vec::new();
+        for module_config in &config.modules {
+            let (module, settings) = shared.prepare(module_config).await?;
+            if loaded
+                .iter()
+                .any(|(_, s, _): &(PathBuf, Settings, _)| s.name == settings.name)
+            {
+                return Err(HostError::DuplicateName(settings.name));
+            }
+            loaded.push((module_config.path.clone(), settings, module));
+        }
+        {
+            let mut guests = shared.guests.lock().await;
+            for (path, settings, module) in loaded {
+                log_loaded(&settings.name, &module, "module loaded");
+                let controller = shared.start_controller(module, settings);
+                guests.insert(path, controller);
+            }
+        }
+        let watcher = if watch {
+            let (changes, watcher) = reload::watch(config.modules.iter().map(|m| m.path.as_path()))
+                .map_err(HostError::Watch)?;
+            let weak = Arc::downgrade(&shared);
+            shared.tasks.spawn(async move {
+                reload::debounced(changes, || {
+                    let weak = weak.clone();
+                    async move {
+                        if let Some(shared) = weak.upgrade() {
+                            shared.rescan().await;
+                        }
+                    }
+                })
+                .await;
+            });
+            // A module changed while the first ones loaded has no event of its own.
+            shared.rescan().await;
+            Some(watcher)
+        } else {
+            None
+        };
+        Ok(Self {
+            shared,
+            _watcher: watcher,
+        })
+    }
+
+    /// The running controllers, in module-path order.
+    pub async fn controllers(&self) -> Vec<Arc<Controller>> {
+        self.shared.guests.lock().await.values().cloned().collect()
+    }
+
+    /// Counters of module loads, reloads, rejections and unloads.
+    pub fn load_counters(&self) -> &LoadCounters {
+        &self.shared.counters
+    }
+
+    /// Whether every informer has completed its first list.
+    pub fn is_synced(&self) -> bool {
+        self.shared
+            .informers
+            .running()
+            .iter()
+            .all(|i| i.is_synced())
+    }
+
+    /// A handle that reads the host's state for metrics and status, usable while the host runs.
+    pub fn observer(&self) -> Observer {
+        Observer(self.shared.clone())
+    }
+
+    /// Checks every module file now, as a change notification would.
+    pub async fn rescan(&self) {
+        self.shared.rescan().await;
+    }
+
+    /// Runs until `shutdown` is cancelled, then drains: no new key is taken, reconciles in
+    /// flight finish (each is bounded by its deadline).
+    pub async fn run(self, shutdown: CancellationToken) {
+        shutdown.cancelled().await;
+        tracing::info!("shutting down: finishing reconciles in flight");
+        let guests = {
+            let mut guests = self.shared.guests.lock().await;
+            // Taken under the guest table's lock: a rescan after this starts nothing.
+            self.shared.stopping.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *guests)
+        };
+        // Every controller stops taking keys at once; then all drain together.
+        futures::future::join_all(guests.values().map(|c| c.shut_down())).await;
+        drop(self._watcher);
+        self.shared.tasks.close();
+        // The reload task holds no strong reference and ends with the watcher's channel.
+        self.shared.tasks.wait().await;
+        tracing::info!("stopped");
+    }
+}
+
+/// Reads a running host's guests, informers and counters; cheap to clone. After shutdown it sees
+/// no guests.
+#[derive(Clone)]
+pub struct Observer(Arc<Shared>);
+
+impl Observer {
+    /// The running controllers, in module-path order. Waits while a reload is in progress.
+    pub async fn controllers(&self) -> Vec<Arc<Controller>> {
+        self.0.guests.lock().await.values().cloned().collect()
+    }
+
+    /// Counters of module loads, reloads, rejections and unloads.
+    pub fn load_counters(&self) -> &LoadCounters {
+        &self.0.counters
+    }
+
+    /// The informers currently running.
+    pub fn informers(&self) -> Vec<Arc<Informer>> {
+        self.0.informers.running()
+    }
+}
+
+impl Shared {
+    /// Loads, validates and checks the grants of one configured module.
+    async fn prepare(&self, config: &ModuleConfig) -> Result<(Arc<Module>, Settings), HostError> {
+        let limits = Limits::from(config.limits);
+        let module = module::load(&self.runtime, &config.path, &limits).await?;
+        let settings = settings(config, &module.metadata, limits, self.queue);
+        let needed = permissions::required(&module.metadata, &settings.namespaces);
+        let missing = Permissions::new(settings.grants.clone()).missing(&needed);
+        if !missing.is_empty() {
+            return Err(HostError::NotGranted {
+                guest: settings.name,
+                path: config.path.clone(),
+                missing,
+            });
+        }
+        Ok((module, settings))
+    }
+
+    fn start_controller(&self, module: Arc<Module>, settings: Settings) -> Arc<Controller> {
+        self.counters.loaded.fetch_add(1, Ordering::Relaxed);
+        Controller::start(
+            self.runtime.clone(),
+            self.resources.clone(),
+            &self.informers,
+            module,
+            settings,
+            &self.tasks,
+        )
+    }
+
+    /// Brings every guest in line with its module file. Holds the guest table for the whole
+    /// scan, so reloads never interleave.
+    async fn rescan(&self) {
+        let mut guests = self.guests.lock().await;
+        if self.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        for config in &self.modules {
+            self.reconcile_module(config, &mut guests).await;
+        }
+    }
+
+    async fn reconcile_module(
+        &self,
+        config: &ModuleConfig,
+        guests: &mut BTreeMap<PathBuf, Arc<Controller>>,
+    ) {
+        let path = &config.path;
+        let current = guests.get(path).cloned();
+        let digest = match tokio::fs::read(path).await {
+            Ok(bytes) => module::sha256_hex(&bytes),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(controller) = guests.remove(path) {
+                    tracing::info!(guest = %controller.name(), path = %path.display(), "module file removed; unloading the guest");
+                    controller.shut_down().await;
+                    self.counters.unloaded.fetch_add(1, Ordering::Relaxed);
+                }
+                return;
+            }
+            Err(error) => {
+                tracing::error!(path = %path.display(), %error, "cannot read module; keeping what runs");
+                return;
+            }
+        };
+        if current
+            .as_ref()
+            .is_some_and(|c| c.module().digest == digest)
+        {
+            return;
+        }
+        let started = Instant::now();
+        let prepared = self.prepare(config).await.and_then(|(module, settings)| {
+            let taken = guests
+                .iter()
+                .any(|(p, c)| p != path && c.name() == settings.name);
+            if taken {
+                Err(HostError::DuplicateName(settings.name))
+            } else {
+                Ok((module, settings))
+            }
+        });
+        let (module, settings) = match prepared {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                match &current {
+                    Some(c) => {
+                        tracing::error!(guest = %c.name(), %error, "module change rejected; the previous version keeps running")
+                    }
+                    None => tracing::error!(path = %path.display(), %error, "module rejected"),
+                }
+                return;
+            }
+        };
+        match current {
+            Some(controller)
+                if controller.name() == settings.name && controller.can_swap_to(&module) =>
+            {
+                controller.swap_module(module.clone());
+                self.counters.reloaded.fetch_add(1, Ordering::Relaxed);
+                log_reloaded(
+                    &settings.name,
+                    &module,
+                    started.elapsed(),
+                    "module swapped in place",
+                );
+            }
+            Some(controller) => {
+                controller.shut_down().await;
+                let name = settings.name.clone();
+                guests.insert(
+                    path.clone(),
+                    self.start_controller(module.clone(), settings),
+                );
+                self.counters.reloaded.fetch_add(1, Ordering::Relaxed);
+                log_reloaded(
+                    &name,
+                    &module,
+                    started.elapsed(),
+                    "module replaced with a new declaration",
+                );
+            }
+            None => {
+                log_loaded(&settings.name, &module, "module loaded");
+                guests.insert(path.clone(), self.start_controller(module, settings));
+            }
+        }
+    }
+}
+
+fn log_loaded(guest: &str, module: &Module, message: &str) {
+    tracing::info!(guest, path = %module.path.display(), digest = %module.digest, from_cache = module.from_cache, "{message}");
+}
+
+fn log_reloaded(guest: &str, module: &Module, took: Duration, message: &str) {
+    tracing::info!(guest, path = %module.path.display(), digest = %module.digest, from_cache = module.from_cache, took = ?took, "{message}");
+}
+
+fn settings(
+    config: &ModuleConfig,
+    metadata: &Metadata,
+    limits: Limits,
+    queue: QueueConfig,
+) -> Settings {
+    Settings {
+        name: config.name.clone().unwrap_or_else(|| metadata.name.clone()),
+        max_concurrency: config.max_concurrency.unwrap_or(metadata.max_concurrency),
+        resync: config
+            .resync_seconds
+            .map(|s| Duration::from_secs(s.into()))
+            .or(metadata.resync),
+        namespaces: config.namespaces.clone(),
+        limits,
+        queue,
+        grants: config.grants.clone(),
+    }
+}

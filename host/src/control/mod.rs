@@ -1,0 +1,13 @@
+//! The control layer: the loop that runs each guest. A change seen by an informer becomes keys
+//! (triggers), keys wait in the guest's workqueue, workers hand each key to the guest's current
+//! module and execute its writes against the API server, and a tally keeps how reconciles end.
+//! The host runs one controller per module on shared informers and reloads modules as their
+//! files change.
+
+pub mod apply;
+pub mod controller;
+pub mod host;
+pub mod queue;
+pub mod reload;
+pub mod tally;
+pub mod trigger;

@@ -1,0 +1,715 @@
+//! Per-controller workqueue with client-go semantics.
+//!
+//! Keys are deduplicated while queued, never handed to two workers at once, can be delayed
+//! (`add_after`) or retried with per-key exponential backoff (`add_rate_limited`), and the queue
+//! shuts down either immediately or after in-flight work drained. Every key carries the reason of
+//! the first add since it was last handed out. Like client-go's, the queue times how long keys
+//! wait and how long they are processed.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::Hash;
+use std::mem;
+use std::ops::ControlFlow;
+use std::pin::pin;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::{Instant, timeout_at};
+
+use crate::config::QueueConfig;
+use crate::histogram::{Histogram, WORKQUEUE_BUCKETS};
+
+/// A key handed out by [`WorkQueue::next`]; the worker must call [`WorkQueue::done`] with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item<K, R> {
+    /// The key to reconcile.
+    pub key: K,
+    /// Reason of the first add since the key was last handed out.
+    pub reason: R,
+    /// Time between the key becoming queued (or its delayed add firing) and this hand-out.
+    pub queued_for: Duration,
+}
+
+/// Snapshot of the queue's metrics, named after client-go's workqueue metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct QueueStats {
+    /// Keys ready to be handed out (`workqueue_depth`).
+    pub depth: usize,
+    /// Adds accepted before shutdown, including deduplicated ones and fired delayed adds.
+    pub adds_total: u64,
+    /// Calls to [`WorkQueue::add_rate_limited`] before shutdown.
+    pub retries_total: u64,
+    /// Sum over in-flight keys of the seconds since they were handed out.
+    pub unfinished_work_seconds: f64,
+    /// Longest time in seconds any in-flight key has been processed.
+    pub longest_running_processor_seconds: f64,
+}
+
+struct Dirty<R> {
+    reason: R,
+    since: Instant,
+}
+
+struct Delayed<R> {
+    at: Instant,
+    seq: u64,
+    reason: R,
+}
+
+/// Invariant: a key is in `ready` exactly when it is in `dirty` and not in `processing`.
+struct State<K, R> {
+    ready: VecDeque<K>,
+    dirty: HashMap<K, Dirty<R>>,
+    /// In-flight keys with the time they were handed out.
+    processing: HashMap<K, Instant>,
+    delayed: HashMap<K, Delayed<R>>,
+    /// Delayed keys ordered by deadline; `seq` makes entries unique.
+    timers: BTreeMap<(Instant, u64), K>,
+    next_seq: u64,
+    failures: HashMap<K, u32>,
+    shut_down: bool,
+    adds_total: u64,
+    retries_total: u64,
+    /// Keys made ready under the current lock; each earns one `notify_one`.
+    wake_one: usize,
+    /// Waiters must re-evaluate (shutdown or a new earliest deadline).
+    wake_all: bool,
+}
+
+impl<K: Clone + Eq + Hash, R> State<K, R> {
+    fn add(&mut self, key: K, reason: R, since: Instant) {
+        if self.shut_down {
+            return;
+        }
+        self.adds_total += 1;
+        if self.dirty.contains_key(&key) {
+            return;
+        }
+        if !self.processing.contains_key(&key) {
+            self.ready.push_back(key.clone());
+            self.wake_one += 1;
+        }
+        self.dirty.insert(key, Dirty { reason, since });
+    }
+
+    fn add_after(&mut self, key: K, reason: R, now: Instant, delay: Duration) {
+        if self.shut_down || delay.is_zero() {
+            return self.add(key, reason, now);
+        }
+        let at = now + delay;
+        if let Some(old) = self.delayed.get(&key) {
+            if old.at <= at {
+                return;
+            }
+            self.timers.remove(&(old.at, old.seq));
+        }
+        if self
+            .timers
+            .first_key_value()
+            .is_none_or(|(&(first, _), _)| at < first)
+        {
+            self.wake_all = true;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.timers.insert((at, seq), key.clone());
+        self.delayed.insert(key, Delayed { at, seq, reason });
+    }
+
+    fn fire_due(&mut self, now: Instant) {
+        while let Some(timer) = self.timers.first_entry()
+            && timer.key().0 <= now
+        {
+            let key = timer.remove();
+            let Delayed { at, reason, .. } = self.delayed.remove(&key).expect("timer has entry");
+            self.add(key, reason, at);
+        }
+    }
+
+    fn pop(&mut self, now: Instant) -> Option<Item<K, R>> {
+        let key = self.ready.pop_front()?;
+        let Dirty { reason, since } = self.dirty.remove(&key).expect("ready key is dirty");
+        self.processing.insert(key.clone(), now);
+        Some(Item {
+            key,
+            reason,
+            queued_for: now.saturating_duration_since(since),
+        })
+    }
+}
+
+/// A deduplicating, rate-limited, delaying workqueue shared (as `Arc`) by producers and workers.
+///
+/// Guarantees: a key is never handed to two workers at once and never queued twice; a key added
+/// while in flight is handed out again (once) after [`done`](Self::done); after
+/// [`shut_down`](Self::shut_down) adds are ignored and [`next`](Self::next) returns `None`.
+pub struct WorkQueue<K, R = ()> {
+    config: QueueConfig,
+    state: Mutex<State<K, R>>,
+    ready: Notify,
+    drained: Notify,
+    queue_duration: Histogram,
+    work_duration: Histogram,
+}
+
+impl<K, R> WorkQueue<K, R>
+where
+    K: Clone + Eq + Hash + Send + Sync + 'static,
+    R: Clone + Send + Sync + 'static,
+{
+    /// Creates an empty queue with the given backoff settings.
+    pub fn new(config: QueueConfig) -> Self {
+        let state = State {
+            ready: VecDeque::new(),
+            dirty: HashMap::new(),
+            processing: HashMap::new(),
+            delayed: HashMap::new(),
+            timers: BTreeMap::new(),
+            next_seq: 0,
+            failures: HashMap::new(),
+            shut_down: false,
+            adds_total: 0,
+            retries_total: 0,
+            wake_one: 0,
+            wake_all: false,
+        };
+        Self {
+            config,
+            state: Mutex::new(state),
+            ready: Notify::new(),
+            drained: Notify::new(),
+            queue_duration: Histogram::new(WORKQUEUE_BUCKETS),
+            work_duration: Histogram::new(WORKQUEUE_BUCKETS),
+        }
+    }
+
+    /// Runs `f` under the lock after firing due timers, then wakes waiters as needed.
+    fn with_state<T>(&self, f: impl FnOnce(&mut State<K, R>, Instant) -> T) -> T {
+        let now = Instant::now();
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.fire_due(now);
+        let out = f(&mut state, now);
+        let wake_one = mem::take(&mut state.wake_one).min(state.ready.len());
+        let wake_all = mem::take(&mut state.wake_all);
+        let drained = state.shut_down && state.processing.is_empty();
+        drop(state);
+        if wake_all {
+            self.ready.notify_waiters();
+        }
+        for _ in 0..wake_one {
+            self.ready.notify_one();
+        }
+        if drained {
+            self.drained.notify_waiters();
+        }
+        out
+    }
+
+    /// Queues `key`. No-op if it is already queued (the first reason is kept) or the queue is shut
+    /// down; if it is in flight it is handed out again after [`done`](Self::done).
+    pub fn add(&self, key: K, reason: R) {
+        self.with_state(|st, now| st.add(key, reason, now));
+    }
+
+    /// Adds `key` once `delay` has passed (immediately for zero). If the key already has a
+    /// pending delayed add, the earlier deadline (and its reason) wins.
+    pub fn add_after(&self, key: K, reason: R, delay: Duration) {
+        self.with_state(|st, now| st.add_after(key, reason, now, delay));
+    }
+
+    /// Schedules `key` after its backoff `base_delay * 2^failures` (capped at `max_delay`),
+    /// counts one more failure and returns the delay used.
+    pub fn add_rate_limited(&self, key: K, reason: R) -> Duration {
+        let QueueConfig {
+            base_delay,
+            max_delay,
+        } = self.config;
+        self.with_state(|st, now| {
+            let failures = st.failures.entry(key.clone()).or_default();
+            let delay = 2u32
+                .checked_pow(*failures)
+                .and_then(|factor| base_delay.checked_mul(factor))
+                .map_or(max_delay, |delay| delay.min(max_delay));
+            *failures = failures.saturating_add(1);
+            if !st.shut_down {
+                st.retries_total += 1;
+            }
+            st.add_after(key, reason, now, delay);
+            delay
+        })
+    }
+
+    /// Resets the failure count of `key` (call after a successful reconcile).
+    pub fn forget(&self, key: &K) {
+        self.with_state(|st, _| st.failures.remove(key));
+    }
+
+    /// Number of failures counted for `key` since it was last forgotten.
+    pub fn num_requeues(&self, key: &K) -> u32 {
+        self.with_state(|st, _| st.failures.get(key).copied().unwrap_or(0))
+    }
+
+    /// Waits for a ready key and marks it in flight. Returns `None` once the queue is shut down.
+    /// Cancel-safe: dropping the future never loses a key.
+    pub async fn next(&self) -> Option<Item<K, R>> {
+        loop {
+            let mut notified = pin!(self.ready.notified());
+            notified.as_mut().enable();
+            let step = self.with_state(|st, now| {
+                if st.shut_down {
+                    return ControlFlow::Break(None);
+                }
+                match st.pop(now) {
+                    Some(item) => ControlFlow::Break(Some(item)),
+                    None => ControlFlow::Continue(st.timers.first_key_value().map(|(k, _)| k.0)),
+                }
+            });
+            match step {
+                ControlFlow::Break(item) => {
+                    if let Some(item) = &item {
+                        self.queue_duration.observe(item.queued_for);
+                    }
+                    return item;
+                }
+                ControlFlow::Continue(Some(deadline)) => {
+                    let _ = timeout_at(deadline, notified).await;
+                }
+                ControlFlow::Continue(None) => notified.await,
+            }
+        }
+    }
+
+    /// Marks `key` as processed; if it was added meanwhile it becomes ready again now.
+    pub fn done(&self, key: &K) {
+        let worked = self.with_state(|st, now| {
+            let handed_out = st.processing.remove(key)?;
+            if st.dirty.contains_key(key) {
+                st.ready.push_back(key.clone());
+                st.wake_one += 1;
+            }
+            Some(now.saturating_duration_since(handed_out))
+        });
+        if let Some(worked) = worked {
+            self.work_duration.observe(worked);
+        }
+    }
+
+    /// Stops the queue: later adds are ignored, queued and delayed keys are dropped and every
+    /// current and future [`next`](Self::next) returns `None`. In-flight keys may still call
+    /// [`done`](Self::done).
+    pub fn shut_down(&self) {
+        self.with_state(|st, _| {
+            st.shut_down = true;
+            st.wake_all = true;
+            st.ready.clear();
+            st.dirty.clear();
+            st.delayed.clear();
+            st.timers.clear();
+        });
+    }
+
+    /// Shuts down like [`shut_down`](Self::shut_down), then waits until no key is in flight.
+    pub async fn shut_down_and_drain(&self) {
+        self.shut_down();
+        loop {
+            let mut drained = pin!(self.drained.notified());
+            drained.as_mut().enable();
+            if self.in_flight() == 0 {
+                return;
+            }
+            drained.await;
+        }
+    }
+
+    /// Number of keys ready to be handed out (not in flight, not delayed).
+    pub fn len(&self) -> usize {
+        self.with_state(|st, _| st.ready.len())
+    }
+
+    /// Whether no key is ready to be handed out.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of keys handed out and not yet [`done`](Self::done).
+    pub fn in_flight(&self) -> usize {
+        self.with_state(|st, _| st.processing.len())
+    }
+
+    /// Number of keys waiting for a delayed add to fire.
+    pub fn delayed(&self) -> usize {
+        self.with_state(|st, _| st.delayed.len())
+    }
+
+    /// How long keys waited before being handed out: each hand-out records its
+    /// [`Item::queued_for`] (`workqueue_queue_duration_seconds`).
+    pub fn queue_duration(&self) -> &Histogram {
+        &self.queue_duration
+    }
+
+    /// How long keys were processed: each [`done`](Self::done) of an in-flight key records the
+    /// time since its hand-out (`workqueue_work_duration_seconds`).
+    pub fn work_duration(&self) -> &Histogram {
+        &self.work_duration
+    }
+
+    /// Current metrics snapshot.
+    pub fn stats(&self) -> QueueStats {
+        self.with_state(|st, now| {
+            let running = st
+                .processing
+                .values()
+                .map(|at| now.saturating_duration_since(*at).as_secs_f64());
+            QueueStats {
+                depth: st.ready.len(),
+                adds_total: st.adds_total,
+                retries_total: st.retries_total,
+                // Not `sum`: the sum of no f64 is -0.
+                unfinished_work_seconds: running.clone().fold(0.0, |sum, s| sum + s),
+                longest_running_processor_seconds: running.fold(0.0, f64::max),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::sync::Arc;
+    use tokio::time::{sleep, timeout};
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Why {
+        Added,
+        Changed,
+        Deleted,
+    }
+    use Why::*;
+
+    type Queue = Arc<WorkQueue<&'static str, Why>>;
+
+    fn queue() -> Queue {
+        Arc::new(WorkQueue::new(QueueConfig::default()))
+    }
+
+    /// Awaits `fut`, failing instead of hanging if it does not finish within an hour.
+    async fn within<T>(fut: impl Future<Output = T>) -> T {
+        timeout(Duration::from_secs(3600), fut)
+            .await
+            .expect("timed out")
+    }
+
+    async fn take(q: &Queue) -> Item<&'static str, Why> {
+        within(q.next()).await.expect("queue shut down")
+    }
+
+    /// Asserts nothing is handed out within an hour of (paused) time.
+    async fn assert_idle(q: &Queue) {
+        assert!(timeout(Duration::from_secs(3600), q.next()).await.is_err());
+    }
+
+    fn spawn_next(q: &Queue) -> tokio::task::JoinHandle<Option<Item<&'static str, Why>>> {
+        let q = q.clone();
+        tokio::spawn(async move { q.next().await })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dedup_keeps_first_reason() {
+        let q = queue();
+        q.add("a", Added);
+        q.add("a", Changed);
+        q.add("b", Changed);
+        assert_eq!(q.len(), 2);
+        let a = take(&q).await;
+        assert_eq!((a.key, a.reason), ("a", Added));
+        q.add("a", Deleted);
+        q.add("a", Changed);
+        assert_eq!(take(&q).await.key, "b");
+        assert!(q.is_empty());
+        q.done(&"a");
+        assert_eq!(take(&q).await.reason, Deleted);
+        q.done(&"a");
+        q.done(&"b");
+        assert_idle(&q).await;
+        assert_eq!(q.stats().adds_total, 5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_flight_key_is_not_handed_out_twice() {
+        let q = queue();
+        q.add("a", Added);
+        take(&q).await;
+        q.add("a", Changed);
+        let worker = spawn_next(&q);
+        sleep(Duration::from_secs(10)).await;
+        assert!(!worker.is_finished());
+        assert_eq!((q.len(), q.in_flight()), (0, 1));
+        q.done(&"a");
+        let again = within(worker).await.unwrap().unwrap();
+        assert_eq!((again.key, again.reason), ("a", Changed));
+        assert_eq!(again.queued_for, Duration::from_secs(10));
+        assert_idle(&q).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_fires_on_time_and_earlier_deadline_wins() {
+        let q = queue();
+        let start = Instant::now();
+        q.add_after("a", Added, Duration::from_secs(10));
+        q.add_after("a", Changed, Duration::from_secs(20));
+        assert_eq!((q.len(), q.delayed()), (0, 1));
+        let waiter = spawn_next(&q);
+        sleep(Duration::from_secs(1)).await;
+        q.add_after("a", Deleted, Duration::from_secs(3));
+        let item = within(waiter).await.unwrap().unwrap();
+        assert_eq!(start.elapsed(), Duration::from_secs(4));
+        assert_eq!(
+            (item.reason, item.queued_for, q.delayed()),
+            (Deleted, Duration::ZERO, 0)
+        );
+        q.done(&"a");
+
+        // Fires without any waiter; a delayed add landing on a dirty key is a no-op.
+        q.add("a", Added);
+        q.add_after("a", Changed, Duration::from_secs(1));
+        q.add_after("b", Changed, Duration::from_secs(1));
+        q.add_after("c", Changed, Duration::ZERO);
+        sleep(Duration::from_secs(2)).await;
+        assert_eq!((q.len(), q.delayed()), (3, 0));
+        let a = take(&q).await;
+        assert_eq!(
+            (a.key, a.reason, a.queued_for),
+            ("a", Added, Duration::from_secs(2))
+        );
+        assert_eq!(take(&q).await.key, "c");
+        let b = take(&q).await;
+        assert_eq!((b.key, b.queued_for), ("b", Duration::from_secs(1)));
+        assert_idle(&q).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn backoff_doubles_caps_and_forget_resets() {
+        let config = QueueConfig {
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(40),
+        };
+        let q = WorkQueue::<&str>::new(config);
+        let delays: Vec<_> = (0..6)
+            .map(|_| q.add_rate_limited("a", ()).as_millis())
+            .collect();
+        assert_eq!(delays, [5, 10, 20, 40, 40, 40]);
+        assert_eq!(q.num_requeues(&"a"), 6);
+        q.forget(&"a");
+        assert_eq!(q.num_requeues(&"a"), 0);
+        assert_eq!(q.add_rate_limited("a", ()), Duration::from_millis(5));
+
+        let q = WorkQueue::<u32>::new(QueueConfig::default());
+        let last = (0..100).map(|_| q.add_rate_limited(7, ())).last();
+        assert_eq!(last, Some(Duration::from_secs(1000)));
+        assert_eq!((q.delayed(), q.stats().retries_total), (1, 100));
+        assert_eq!(within(q.next()).await.unwrap().queued_for, Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_wakes_waiters_and_drops_keys() {
+        let q = queue();
+        q.add_after("x", Added, Duration::from_secs(60));
+        let waiters: Vec<_> = (0..3).map(|_| spawn_next(&q)).collect();
+        sleep(Duration::from_secs(1)).await;
+        let shut_at = Instant::now();
+        q.shut_down();
+        for waiter in waiters {
+            assert!(within(waiter).await.unwrap().is_none());
+        }
+        assert_eq!(
+            Instant::now(),
+            shut_at,
+            "woken by shutdown, not by the timer"
+        );
+
+        let q = queue();
+        q.add("a", Added);
+        q.add("b", Added);
+        take(&q).await;
+        q.add("a", Changed);
+        q.shut_down();
+        q.add("c", Added);
+        q.add_after("d", Added, Duration::from_secs(1));
+        assert_eq!((q.len(), q.delayed(), q.in_flight()), (0, 0, 1));
+        assert!(within(q.next()).await.is_none());
+        q.done(&"a");
+        assert_eq!((q.len(), q.in_flight()), (0, 0));
+        assert!(within(q.next()).await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_and_drain_waits_for_in_flight() {
+        let q = queue();
+        q.add("a", Added);
+        q.add("b", Added);
+        take(&q).await;
+        let drain = tokio::spawn({
+            let q = q.clone();
+            async move { q.shut_down_and_drain().await }
+        });
+        sleep(Duration::from_secs(5)).await;
+        assert!(!drain.is_finished());
+        assert!(within(q.next()).await.is_none());
+        q.done(&"a");
+        timeout(Duration::from_millis(1), drain)
+            .await
+            .unwrap()
+            .unwrap();
+        within(queue().shut_down_and_drain()).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stats_snapshot() {
+        let q = queue();
+        q.add("a", Added);
+        q.add("a", Changed);
+        q.add("b", Added);
+        q.add_rate_limited("c", Added);
+        sleep(Duration::from_secs(1)).await;
+        let expected = QueueStats {
+            depth: 3,
+            adds_total: 4,
+            retries_total: 1,
+            ..QueueStats::default()
+        };
+        assert_eq!(q.stats(), expected);
+        assert_eq!(take(&q).await.queued_for, Duration::from_secs(1));
+        sleep(Duration::from_secs(2)).await;
+        assert_eq!(take(&q).await.queued_for, Duration::from_secs(3));
+        sleep(Duration::from_secs(1)).await;
+        let stats = QueueStats {
+            depth: 1,
+            unfinished_work_seconds: 4.0,
+            longest_running_processor_seconds: 3.0,
+            ..expected
+        };
+        assert_eq!(q.stats(), stats);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_and_processing_are_timed() {
+        let q = queue();
+        q.add("a", Added);
+        q.add_after("b", Added, Duration::from_secs(5));
+        sleep(Duration::from_secs(2)).await;
+        take(&q).await;
+        sleep(Duration::from_secs(4)).await;
+        take(&q).await;
+        q.done(&"a");
+        q.done(&"a");
+        q.done(&"b");
+        let waited = q.queue_duration().snapshot();
+        // a waited 2 s; b 1 s since its delayed add became due.
+        assert_eq!((waited.count(), waited.sum), (2, 3.0));
+        let worked = q.work_duration().snapshot();
+        // a was in flight 4 s, b not at all; a's second done counts nothing.
+        assert_eq!((worked.count(), worked.sum), (2, 4.0));
+        assert_eq!(worked.cumulative[0], 1);
+    }
+
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn stress_exclusive_and_last_add_processed() {
+        const KEYS: u64 = 40;
+        let config = QueueConfig {
+            base_delay: Duration::from_micros(100),
+            max_delay: Duration::from_millis(2),
+        };
+        let q = Arc::new(WorkQueue::<u64, u64>::new(config));
+        // Generation of the latest immediate add per key, and the generation seen at hand-out.
+        let gens = Arc::new(Mutex::new(HashMap::<u64, u64>::new()));
+        let seen = Arc::new(Mutex::new(HashMap::<u64, u64>::new()));
+        let running = Arc::new(Mutex::new(HashSet::<u64>::new()));
+
+        let workers: Vec<_> = (0..8u64)
+            .map(|w| {
+                let (q, gens, seen, running) =
+                    (q.clone(), gens.clone(), seen.clone(), running.clone());
+                tokio::spawn(async move {
+                    let mut rng = w + 1;
+                    while let Some(Item { key, reason, .. }) = q.next().await {
+                        assert!(
+                            running.lock().unwrap().insert(key),
+                            "{key} handed out twice"
+                        );
+                        let generation = gens.lock().unwrap().get(&key).copied().unwrap_or(0);
+                        assert!(reason <= generation);
+                        seen.lock()
+                            .unwrap()
+                            .entry(key)
+                            .and_modify(|seen| *seen = (*seen).max(generation))
+                            .or_insert(generation);
+                        if xorshift(&mut rng).is_multiple_of(4) {
+                            tokio::task::yield_now().await;
+                        }
+                        if xorshift(&mut rng).is_multiple_of(5) {
+                            q.add_rate_limited(key, reason);
+                        } else {
+                            q.forget(&key);
+                        }
+                        running.lock().unwrap().remove(&key);
+                        q.done(&key);
+                    }
+                })
+            })
+            .collect();
+
+        let producers: Vec<_> = (0..4u64)
+            .map(|p| {
+                let (q, gens) = (q.clone(), gens.clone());
+                tokio::spawn(async move {
+                    let mut rng = p * 7919 + 17;
+                    for i in 0..3000 {
+                        let key = xorshift(&mut rng) % KEYS;
+                        if i % 7 == 0 {
+                            q.add_after(key, 0, Duration::from_micros(xorshift(&mut rng) % 500));
+                        } else {
+                            let mut gens = gens.lock().unwrap();
+                            let generation = gens.entry(key).or_default();
+                            *generation += 1;
+                            q.add(key, *generation);
+                        }
+                        if i % 16 == 0 {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                })
+            })
+            .collect();
+        for producer in producers {
+            producer.await.unwrap();
+        }
+
+        let caught_up = async {
+            while *seen.lock().unwrap() != *gens.lock().unwrap() {
+                sleep(Duration::from_millis(1)).await;
+            }
+        };
+        timeout(Duration::from_secs(10), caught_up)
+            .await
+            .expect("every last add processed");
+        let stop = async {
+            q.shut_down_and_drain().await;
+            for worker in workers {
+                worker.await.unwrap();
+            }
+        };
+        timeout(Duration::from_secs(10), stop)
+            .await
+            .expect("workers stop");
+        assert!(q.stats().adds_total >= 4 * 3000 * 6 / 7);
+    }
+}

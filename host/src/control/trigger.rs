@@ -1,0 +1,151 @@
+//! Triggers: which primary keys a change enqueues. Both the old and the new state of an object
+//! count, so a child that moves to another owner or loses its label enqueues both sides, and a
+//! deletion enqueues too.
+
+use kube::api::GroupVersionKind;
+
+use crate::cluster::cache::{CachedObject, Change, ObjectKey};
+use crate::wasm::bindings::types::Reason;
+
+/// The key of a changed primary object and why it changed.
+pub fn primary(change: &Change) -> Option<(ObjectKey, Reason)> {
+    match (&change.old, &change.new) {
+        (None, Some(new)) => Some((new.key(), Reason::Added)),
+        (Some(_), Some(new)) => Some((new.key(), Reason::Changed)),
+        (Some(old), None) => Some((old.key(), Reason::Deleted)),
+        (None, None) => None,
+    }
+}
+
+/// Keys of the primary objects that own the changed object: only its controller owner when
+/// `controller_only` (Owns), every owner of the primary kind otherwise (Watches by owner).
+pub fn owners(
+    change: &Change,
+    primary: &GroupVersionKind,
+    controller_only: bool,
+) -> Vec<ObjectKey> {
+    let api_version = primary.api_version();
+    keys(change, |object| {
+        object
+            .owners
+            .iter()
+            .filter(|o| !controller_only || o.controller)
+            .filter(|o| o.kind == primary.kind && o.api_version == api_version)
+            .map(|o| ObjectKey {
+                namespace: object.namespace.clone(),
+                name: o.name.clone(),
+            })
+            .collect()
+    })
+}
+
+/// Keys named by the value of `label` on the changed object, in its namespace.
+pub fn labelled(change: &Change, label: &str) -> Vec<ObjectKey> {
+    keys(change, |object| {
+        object
+            .labels
+            .get(label)
+            .map(|name| ObjectKey {
+                namespace: object.namespace.clone(),
+                name: name.clone(),
+            })
+            .into_iter()
+            .collect()
+    })
+}
+
+fn keys(change: &Change, of: impl Fn(&CachedObject) -> Vec<ObjectKey>) -> Vec<ObjectKey> {
+    let mut keys: Vec<ObjectKey> = change
+        .old
+        .iter()
+        .chain(&change.new)
+        .flat_map(|o| of(o))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use serde_json::json;
+
+    fn pod(owners: serde_json::Value, labels: serde_json::Value) -> Arc<CachedObject> {
+        Arc::new(CachedObject::new(
+            serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": { "namespace": "ns", "name": "p", "resourceVersion": "1",
+                              "ownerReferences": owners, "labels": labels }
+            }))
+            .unwrap(),
+        ))
+    }
+
+    fn owner(kind: &str, name: &str, controller: bool) -> serde_json::Value {
+        json!({ "apiVersion": "kubewasm.dev/v1alpha1", "kind": kind, "name": name, "uid": name, "controller": controller })
+    }
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey {
+            namespace: Some("ns".into()),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn primary_reasons() {
+        let p = pod(json!([]), json!({}));
+        let added = Change {
+            old: None,
+            new: Some(p.clone()),
+        };
+        let changed = Change {
+            old: Some(p.clone()),
+            new: Some(p.clone()),
+        };
+        let deleted = Change {
+            old: Some(p),
+            new: None,
+        };
+        assert_eq!(primary(&added).unwrap().1, Reason::Added);
+        assert_eq!(primary(&changed).unwrap().1, Reason::Changed);
+        assert_eq!(primary(&deleted).unwrap(), (key("p"), Reason::Deleted));
+    }
+
+    #[test]
+    fn owns_enqueues_the_controller_of_the_primary_kind_before_and_after() {
+        let kind = GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "PodSet");
+        let before = pod(
+            json!([owner("PodSet", "a", true), owner("PodSet", "b", false)]),
+            json!({}),
+        );
+        let after = pod(
+            json!([owner("PodSet", "c", true), owner("Other", "d", true)]),
+            json!({}),
+        );
+        let change = Change {
+            old: Some(before),
+            new: Some(after),
+        };
+        assert_eq!(owners(&change, &kind, true), [key("a"), key("c")]);
+        assert_eq!(
+            owners(&change, &kind, false),
+            [key("a"), key("b"), key("c")]
+        );
+        let other_version = GroupVersionKind::gvk("kubewasm.dev", "v1", "PodSet");
+        assert!(owners(&change, &other_version, true).is_empty());
+    }
+
+    #[test]
+    fn label_mapping_uses_both_states() {
+        let change = Change {
+            old: Some(pod(json!([]), json!({ "site": "old" }))),
+            new: Some(pod(json!([]), json!({ "site": "new", "other": "x" }))),
+        };
+        assert_eq!(labelled(&change, "site"), [key("new"), key("old")]);
+        assert!(labelled(&change, "missing").is_empty());
+    }
+}

@@ -1,0 +1,756 @@
+//! The host's metrics in the Prometheus text exposition format (version 0.0.4), named and
+//! labelled like controller-runtime's, with `controller` and the workqueue's `name` being the
+//! guest's name, plus kubewasm's own `kubewasm_*` metrics.
+//!
+//! Guarantees: every family is written once, with its `HELP` and `TYPE` lines, and all its
+//! samples together; label values are escaped (`\`, `"` and line feeds), so any guest name or
+//! label selector yields a valid exposition. Histograms have controller-runtime's bucket bounds,
+//! written as its Go client writes them (`le="0.005"`, `le="1e-08"`), cumulative up to
+//! `le="+Inf"`, which equals `_count`.
+
+use std::fmt::{Display, Write};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use crate::cluster::selection::Selection;
+use crate::control::host::Observer;
+use crate::control::queue::QueueStats;
+use crate::control::tally::Tally;
+use crate::histogram::HistogramSnapshot;
+
+/// The content type of [`Snapshot::render`]'s output.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// One guest's numbers at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuestSnapshot {
+    /// The guest's name.
+    pub name: String,
+    /// Its module file.
+    pub path: PathBuf,
+    /// Its reconcile counters and module.
+    pub tally: Tally,
+    /// Its workqueue.
+    pub queue: QueueStats,
+    /// Workers it runs.
+    pub max_concurrency: u32,
+    /// Workers reconciling a key now.
+    pub active_workers: usize,
+    /// Applies not sent because the cluster already matched.
+    pub writes_elided: u64,
+    /// Time of each reconcile, from dequeue until the key is done.
+    pub reconcile_time: HistogramSnapshot,
+    /// Time keys waited in the workqueue before being handed out.
+    pub queue_duration: HistogramSnapshot,
+    /// Time from a key's hand-out until the worker marked it done.
+    pub work_duration: HistogramSnapshot,
+    /// Time to set up a fresh instance for a call.
+    pub instantiate: HistogramSnapshot,
+    /// Time of the guest's export calls.
+    pub call: HistogramSnapshot,
+}
+
+/// Objects in one informer's cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheSnapshot {
+    /// What the informer watches.
+    pub selection: Selection,
+    /// Objects it holds.
+    pub objects: usize,
+}
+
+/// Module loads, reloads, rejections and unloads so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LoadSnapshot {
+    /// Modules loaded, at start-up or on reload.
+    pub loaded: u64,
+    /// Modules replaced while running.
+    pub reloaded: u64,
+    /// Changed modules rejected.
+    pub rejected: u64,
+    /// Guests unloaded because their file was removed.
+    pub unloaded: u64,
+}
+
+/// Everything the metrics and status endpoints show, read at one moment.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Snapshot {
+    /// The running guests, in module-path order.
+    pub guests: Vec<GuestSnapshot>,
+    /// The running informers.
+    pub caches: Vec<CacheSnapshot>,
+    /// Module load counters.
+    pub loads: LoadSnapshot,
+}
+
+impl Snapshot {
+    /// Reads the host's current state; waits while a reload is in progress.
+    pub async fn collect(observer: &Observer) -> Self {
+        let guests = observer
+            .controllers()
+            .await
+            .iter()
+            .map(|c| GuestSnapshot {
+                name: c.name().to_owned(),
+                path: c.module().path.clone(),
+                tally: c.tally(),
+                queue: c.queue().stats(),
+                max_concurrency: c.max_concurrency(),
+                active_workers: c.queue().in_flight(),
+                writes_elided: c.writes_elided(),
+                reconcile_time: c.counters().reconcile_time.snapshot(),
+                queue_duration: c.queue().queue_duration().snapshot(),
+                work_duration: c.queue().work_duration().snapshot(),
+                instantiate: c.call_times().instantiate.snapshot(),
+                call: c.call_times().call.snapshot(),
+            })
+            .collect();
+        let mut caches: Vec<_> = observer
+            .informers()
+            .iter()
+            .map(|i| CacheSnapshot {
+                selection: i.selection().clone(),
+                objects: i.store().len(),
+            })
+            .collect();
+        caches.sort_by_cached_key(|c| cache_labels(&c.selection));
+        let counters = observer.load_counters();
+        let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+        Self {
+            guests,
+            caches,
+            loads: LoadSnapshot {
+                loaded: load(&counters.loaded),
+                reloaded: load(&counters.reloaded),
+                rejected: load(&counters.rejected),
+                unloaded: load(&counters.unloaded),
+            },
+        }
+    }
+
+    /// The exposition, in [`CONTENT_TYPE`].
+    pub fn render(&self) -> String {
+        let mut out = Exposition::default();
+        let guests = &self.guests;
+        out.family(
+            "controller_runtime_reconcile_total",
+            Kind::Counter,
+            "Total number of reconciliations per controller",
+        );
+        for guest in guests {
+            let h = &guest.tally;
+            for (result, value) in [
+                ("success", h.succeeded),
+                ("error", h.failed),
+                ("requeue", 0),
+                ("requeue_after", h.requeued),
+            ] {
+                out.sample(
+                    "controller_runtime_reconcile_total",
+                    &[("controller", &guest.name), ("result", result)],
+                    value,
+                );
+            }
+        }
+        out.per_guest(
+            guests,
+            "controller_runtime_reconcile_errors_total",
+            Kind::Counter,
+            "Total number of reconciliation errors per controller",
+            "controller",
+            |g| g.tally.failed,
+        );
+        out.per_guest_histogram(
+            guests,
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            "controller",
+            |g| &g.reconcile_time,
+        );
+        out.per_guest(
+            guests,
+            "controller_runtime_max_concurrent_reconciles",
+            Kind::Gauge,
+            "Maximum number of concurrent reconciles per controller",
+            "controller",
+            |g| g.max_concurrency,
+        );
+        out.per_guest(
+            guests,
+            "controller_runtime_active_workers",
+            Kind::Gauge,
+            "Number of currently used workers per controller",
+            "controller",
+            |g| g.active_workers,
+        );
+        out.per_guest(
+            guests,
+            "workqueue_depth",
+            Kind::Gauge,
+            "Current depth of workqueue",
+            "name",
+            |g| g.queue.depth,
+        );
+        out.per_guest(
+            guests,
+            "workqueue_adds_total",
+            Kind::Counter,
+            "Total number of adds handled by workqueue",
+            "name",
+            |g| g.queue.adds_total,
+        );
+        out.per_guest(
+            guests,
+            "workqueue_retries_total",
+            Kind::Counter,
+            "Total number of retries handled by workqueue",
+            "name",
+            |g| g.queue.retries_total,
+        );
+        out.per_guest_histogram(
+            guests,
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            "name",
+            |g| &g.queue_duration,
+        );
+        out.per_guest_histogram(
+            guests,
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes.",
+            "name",
+            |g| &g.work_duration,
+        );
+        out.per_guest(
+            guests,
+            "workqueue_unfinished_work_seconds",
+            Kind::Gauge,
+            "How many seconds of work has been done that is in progress",
+            "name",
+            |g| g.queue.unfinished_work_seconds,
+        );
+        out.per_guest(
+            guests,
+            "workqueue_longest_running_processor_seconds",
+            Kind::Gauge,
+            "How many seconds has the longest running processor for workqueue been running",
+            "name",
+            |g| g.queue.longest_running_processor_seconds,
+        );
+        out.per_guest(
+            guests,
+            "kubewasm_guest_traps_total",
+            Kind::Counter,
+            "Reconciles that trapped",
+            "controller",
+            |g| g.tally.traps,
+        );
+        out.per_guest(
+            guests,
+            "kubewasm_guest_timeouts_total",
+            Kind::Counter,
+            "Reconciles that ran past their deadline",
+            "controller",
+            |g| g.tally.timeouts,
+        );
+        out.per_guest(
+            guests,
+            "kubewasm_guest_out_of_memory_total",
+            Kind::Counter,
+            "Reconciles that ran out of memory",
+            "controller",
+            |g| g.tally.out_of_memory,
+        );
+        out.per_guest(
+            guests,
+            "kubewasm_host_calls_denied_total",
+            Kind::Counter,
+            "Host calls refused: kind not declared or verb not granted",
+            "controller",
+            |g| g.tally.denied,
+        );
+        out.per_guest(
+            guests,
+            "kubewasm_writes_elided_total",
+            Kind::Counter,
+            "Applies not sent because the cluster already matched",
+            "controller",
+            |g| g.writes_elided,
+        );
+        out.per_guest(
+            guests,
+            "kubewasm_guest_log_lines_dropped_total",
+            Kind::Counter,
+            "Guest log lines the rate limit kept out of the host's log",
+            "controller",
+            |g| g.tally.output_dropped,
+        );
+        out.per_guest(
+            guests,
+            "kubewasm_guest_consecutive_failures",
+            Kind::Gauge,
+            "Failed reconciles since the guest's last successful one",
+            "controller",
+            |g| g.tally.consecutive_failures,
+        );
+        out.per_guest_histogram(
+            guests,
+            "kubewasm_guest_instantiate_seconds",
+            "Time to create a store and instantiate the guest's component for one call",
+            "controller",
+            |g| &g.instantiate,
+        );
+        out.per_guest_histogram(
+            guests,
+            "kubewasm_guest_call_seconds",
+            "Time of one call of a guest export (reconcile, finalize or map-keys)",
+            "controller",
+            |g| &g.call,
+        );
+        let loads = &self.loads;
+        for (name, help, value) in [
+            (
+                "kubewasm_module_loads_total",
+                "Modules loaded, at start-up or on reload",
+                loads.loaded,
+            ),
+            (
+                "kubewasm_module_reloads_total",
+                "Modules replaced while running",
+                loads.reloaded,
+            ),
+            (
+                "kubewasm_module_rejections_total",
+                "Changed modules rejected; the previous version kept running",
+                loads.rejected,
+            ),
+            (
+                "kubewasm_module_unloads_total",
+                "Guests unloaded because their module file was removed",
+                loads.unloaded,
+            ),
+        ] {
+            out.family(name, Kind::Counter, help);
+            out.sample(name, &[], value);
+        }
+        out.family(
+            "kubewasm_cache_objects",
+            Kind::Gauge,
+            "Objects in an informer's cache",
+        );
+        for cache in &self.caches {
+            let [group, version, kind, namespace, selector] = cache_labels(&cache.selection);
+            out.sample(
+                "kubewasm_cache_objects",
+                &[
+                    ("group", &group),
+                    ("version", &version),
+                    ("kind", &kind),
+                    ("namespace", &namespace),
+                    ("selector", &selector),
+                ],
+                cache.objects,
+            );
+        }
+        out.0
+    }
+}
+
+/// An informer's labels; empty for the core group, every namespace and no selector.
+fn cache_labels(selection: &Selection) -> [String; 5] {
+    [
+        selection.kind.group.clone(),
+        selection.kind.version.clone(),
+        selection.kind.kind.clone(),
+        selection.namespace.clone().unwrap_or_default(),
+        selection
+            .selector
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+    ]
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Text being written.
+#[derive(Default)]
+struct Exposition(String);
+
+impl Exposition {
+    fn family(&mut self, name: &str, kind: Kind, help: &str) {
+        let kind = match kind {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        };
+        let help = help.replace('\\', r"\\").replace('\n', r"\n");
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) {
+        self.0.push_str(name);
+        for (i, (label, value)) in labels.iter().enumerate() {
+            self.0.push(if i == 0 { '{' } else { ',' });
+            let _ = write!(self.0, "{label}=\"{}\"", escape(value));
+        }
+        if !labels.is_empty() {
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+
+    /// A family with one sample per guest, labelled with its name as `label`.
+    fn per_guest<V: Display>(
+        &mut self,
+        guests: &[GuestSnapshot],
+        name: &str,
+        kind: Kind,
+        help: &str,
+        label: &str,
+        value: impl Fn(&GuestSnapshot) -> V,
+    ) {
+        self.family(name, kind, help);
+        for guest in guests {
+            self.sample(name, &[(label, &guest.name)], value(guest));
+        }
+    }
+
+    /// A histogram family with one series per guest, labelled with its name as `label`: the
+    /// cumulative buckets, `+Inf` last, then `_sum` and `_count`.
+    fn per_guest_histogram(
+        &mut self,
+        guests: &[GuestSnapshot],
+        name: &str,
+        help: &str,
+        label: &str,
+        value: impl Fn(&GuestSnapshot) -> &HistogramSnapshot,
+    ) {
+        self.family(name, Kind::Histogram, help);
+        let [bucket, sum, count] =
+            ["bucket", "sum", "count"].map(|suffix| format!("{name}_{suffix}"));
+        for guest in guests {
+            let histogram = value(guest);
+            let bounds = histogram.bounds.iter().copied().chain([f64::INFINITY]);
+            for (bound, cumulative) in bounds.zip(&histogram.cumulative) {
+                let le = go_float(bound);
+                self.sample(&bucket, &[(label, &guest.name), ("le", &le)], cumulative);
+            }
+            self.sample(&sum, &[(label, &guest.name)], histogram.sum);
+            self.sample(&count, &[(label, &guest.name)], histogram.count());
+        }
+    }
+}
+
+/// `value` as Go's `strconv.FormatFloat(value, 'g', -1, 64)` writes it, as Prometheus' Go client
+/// writes `le`: the shortest digits that read back as `value`, in exponent form (`1e-08`,
+/// `1e+06`) below 1e-4 and from 1e6 on; `NaN`, `+Inf` and `-Inf` otherwise.
+fn go_float(value: f64) -> String {
+    if !value.is_finite() {
+        let text = if value.is_nan() {
+            "NaN"
+        } else if value > 0.0 {
+            "+Inf"
+        } else {
+            "-Inf"
+        };
+        return text.into();
+    }
+    let scientific = format!("{value:e}");
+    let (mantissa, exponent) = scientific
+        .split_once('e')
+        .expect("`{:e}` writes an exponent");
+    let exponent: i32 = exponent.parse().expect("`{:e}` writes an integer exponent");
+    if value == 0.0 || (-4..6).contains(&exponent) {
+        value.to_string()
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.abs())
+    }
+}
+
+/// A label value as the text format wants it.
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str(r"\\"),
+            '"' => out.push_str(r#"\""#),
+            '\n' => out.push_str(r"\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use kube::api::GroupVersionKind;
+
+    use super::*;
+    use crate::histogram::{
+        GUEST_CALL_BUCKETS, Histogram, RECONCILE_TIME_BUCKETS, WORKQUEUE_BUCKETS,
+    };
+
+    fn histogram(bounds: &'static [f64], seconds: &[f64]) -> HistogramSnapshot {
+        let histogram = Histogram::new(bounds);
+        for &s in seconds {
+            histogram.observe(Duration::from_secs_f64(s));
+        }
+        histogram.snapshot()
+    }
+
+    fn guest(name: &str) -> GuestSnapshot {
+        GuestSnapshot {
+            name: name.into(),
+            path: "/m/mirror.wasm".into(),
+            tally: Tally {
+                loaded_at: SystemTime::UNIX_EPOCH,
+                digest: "ab".into(),
+                succeeded: 7,
+                requeued: 2,
+                failed: 3,
+                traps: 1,
+                timeouts: 0,
+                out_of_memory: 0,
+                denied: 4,
+                output_dropped: 0,
+                consecutive_failures: 1,
+                last_error: None,
+            },
+            queue: QueueStats {
+                depth: 5,
+                adds_total: 11,
+                retries_total: 3,
+                unfinished_work_seconds: 0.5,
+                longest_running_processor_seconds: 0.25,
+            },
+            max_concurrency: 2,
+            active_workers: 1,
+            writes_elided: 6,
+            reconcile_time: histogram(RECONCILE_TIME_BUCKETS, &[0.003, 0.005, 0.2, 90.0]),
+            queue_duration: histogram(WORKQUEUE_BUCKETS, &[0.0, 1e-5, 2e-5]),
+            work_duration: histogram(WORKQUEUE_BUCKETS, &[0.5]),
+            instantiate: histogram(GUEST_CALL_BUCKETS, &[2e-5, 3e-5]),
+            call: histogram(GUEST_CALL_BUCKETS, &[]),
+        }
+    }
+
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            guests: vec![guest("mirror"), guest("podset")],
+            caches: vec![CacheSnapshot {
+                selection: Selection {
+                    kind: GroupVersionKind::gvk("", "v1", "ConfigMap"),
+                    namespace: Some("team-a".into()),
+                    selector: Some("app in (a,b)".parse().unwrap()),
+                },
+                objects: 9,
+            }],
+            loads: LoadSnapshot {
+                loaded: 2,
+                reloaded: 1,
+                rejected: 0,
+                unloaded: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn samples_carry_controller_runtime_names_and_labels() {
+        let text = snapshot().render();
+        for line in [
+            r#"controller_runtime_reconcile_total{controller="mirror",result="success"} 7"#,
+            r#"controller_runtime_reconcile_total{controller="mirror",result="error"} 3"#,
+            r#"controller_runtime_reconcile_total{controller="mirror",result="requeue"} 0"#,
+            r#"controller_runtime_reconcile_total{controller="podset",result="requeue_after"} 2"#,
+            r#"controller_runtime_reconcile_errors_total{controller="mirror"} 3"#,
+            r#"controller_runtime_max_concurrent_reconciles{controller="mirror"} 2"#,
+            r#"controller_runtime_active_workers{controller="mirror"} 1"#,
+            r#"workqueue_depth{name="mirror"} 5"#,
+            r#"workqueue_adds_total{name="mirror"} 11"#,
+            r#"workqueue_retries_total{name="mirror"} 3"#,
+            r#"workqueue_unfinished_work_seconds{name="mirror"} 0.5"#,
+            r#"kubewasm_guest_traps_total{controller="mirror"} 1"#,
+            r#"kubewasm_host_calls_denied_total{controller="mirror"} 4"#,
+            r#"kubewasm_writes_elided_total{controller="mirror"} 6"#,
+            r#"kubewasm_guest_consecutive_failures{controller="mirror"} 1"#,
+            "kubewasm_module_loads_total 2",
+            "kubewasm_module_reloads_total 1",
+            r#"kubewasm_cache_objects{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)"} 9"#,
+            "# TYPE workqueue_depth gauge",
+            "# TYPE controller_runtime_reconcile_total counter",
+            "# TYPE controller_runtime_reconcile_time_seconds histogram",
+            "# HELP controller_runtime_reconcile_time_seconds Length of time per reconciliation per controller",
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="mirror",le="0.005"} 2"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="mirror",le="0.15"} 2"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="mirror",le="0.2"} 3"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="mirror",le="60"} 3"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="mirror",le="+Inf"} 4"#,
+            r#"controller_runtime_reconcile_time_seconds_sum{controller="mirror"} 90.208"#,
+            r#"controller_runtime_reconcile_time_seconds_count{controller="mirror"} 4"#,
+            "# TYPE workqueue_queue_duration_seconds histogram",
+            r#"workqueue_queue_duration_seconds_bucket{name="mirror",le="1e-08"} 1"#,
+            r#"workqueue_queue_duration_seconds_bucket{name="mirror",le="1e-06"} 1"#,
+            r#"workqueue_queue_duration_seconds_bucket{name="mirror",le="9.999999999999999e-06"} 1"#,
+            r#"workqueue_queue_duration_seconds_bucket{name="mirror",le="9.999999999999999e-05"} 3"#,
+            r#"workqueue_queue_duration_seconds_bucket{name="mirror",le="1000"} 3"#,
+            r#"workqueue_queue_duration_seconds_count{name="podset"} 3"#,
+            r#"workqueue_work_duration_seconds_bucket{name="mirror",le="0.1"} 0"#,
+            r#"workqueue_work_duration_seconds_bucket{name="mirror",le="1"} 1"#,
+            r#"workqueue_work_duration_seconds_sum{name="mirror"} 0.5"#,
+            r#"kubewasm_guest_instantiate_seconds_bucket{controller="mirror",le="1e-05"} 0"#,
+            r#"kubewasm_guest_instantiate_seconds_bucket{controller="mirror",le="2.5e-05"} 1"#,
+            r#"kubewasm_guest_instantiate_seconds_bucket{controller="mirror",le="5e-05"} 2"#,
+            r#"kubewasm_guest_instantiate_seconds_bucket{controller="mirror",le="0.00025"} 2"#,
+            r#"kubewasm_guest_call_seconds_bucket{controller="mirror",le="+Inf"} 0"#,
+            r#"kubewasm_guest_call_seconds_sum{controller="mirror"} 0"#,
+            r#"kubewasm_guest_call_seconds_count{controller="mirror"} 0"#,
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_family_is_announced_once_and_its_samples_follow_it() {
+        let text = snapshot().render();
+        let mut announced = Vec::new();
+        let (mut current, mut histogram) = (String::new(), false);
+        let mut help = None;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                help = rest.split(' ').next();
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                assert_eq!(help.take(), Some(name), "HELP right before TYPE");
+                assert!(!announced.contains(&name), "{name} announced twice");
+                announced.push(name);
+                (current, histogram) = (name.to_owned(), kind == "histogram");
+            } else {
+                let name = line.split(['{', ' ']).next().unwrap_or_default();
+                let family = match name.rsplit_once('_') {
+                    Some((family, "bucket" | "sum" | "count")) if histogram => family,
+                    _ => name,
+                };
+                assert_eq!(family, current, "{line:?} outside its family");
+                let value = line.rsplit(' ').next().unwrap_or_default();
+                assert!(value.parse::<f64>().is_ok(), "{line:?} has no number");
+            }
+        }
+        assert_eq!(
+            announced.iter().filter(|n| n.ends_with("_seconds")).count(),
+            7
+        );
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn histograms_are_cumulative_up_to_inf_which_is_the_count() {
+        let text = snapshot().render();
+        for (family, label, bounds) in [
+            (
+                "controller_runtime_reconcile_time_seconds",
+                "controller",
+                RECONCILE_TIME_BUCKETS,
+            ),
+            (
+                "workqueue_queue_duration_seconds",
+                "name",
+                WORKQUEUE_BUCKETS,
+            ),
+            ("workqueue_work_duration_seconds", "name", WORKQUEUE_BUCKETS),
+            (
+                "kubewasm_guest_instantiate_seconds",
+                "controller",
+                GUEST_CALL_BUCKETS,
+            ),
+            (
+                "kubewasm_guest_call_seconds",
+                "controller",
+                GUEST_CALL_BUCKETS,
+            ),
+        ] {
+            for guest in ["mirror", "podset"] {
+                // What follows the guest's label in each line of `family` with this suffix.
+                let series = |suffix: &str| -> Vec<&str> {
+                    let prefix = format!("{family}_{suffix}{{{label}=\"{guest}\"");
+                    text.lines()
+                        .filter_map(|line| line.strip_prefix(&prefix))
+                        .collect()
+                };
+                let value = |rest: &str| rest.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap();
+                let (les, counts): (Vec<f64>, Vec<f64>) = series("bucket")
+                    .iter()
+                    .map(|rest| {
+                        let le = rest.strip_prefix(",le=\"").unwrap().split('"').next();
+                        (le.unwrap().parse::<f64>().unwrap(), value(rest))
+                    })
+                    .unzip();
+                let expected: Vec<f64> = bounds.iter().copied().chain([f64::INFINITY]).collect();
+                assert_eq!(les, expected, "{family} {guest}");
+                assert!(counts.is_sorted(), "{family} {guest}: {counts:?}");
+                let (sums, totals) = (series("sum"), series("count"));
+                assert_eq!((sums.len(), totals.len()), (1, 1), "{family} {guest}");
+                assert_eq!(
+                    counts.last().copied(),
+                    Some(value(totals[0])),
+                    "{family} {guest}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn bucket_bounds_are_written_like_the_go_client() {
+        for (value, text) in [
+            (1e-8, "1e-08"),
+            (9.999999999999999e-6, "9.999999999999999e-06"),
+            (2.5e-5, "2.5e-05"),
+            (0.00025, "0.00025"),
+            (0.005, "0.005"),
+            (1.0, "1"),
+            (60.0, "60"),
+            (123456.0, "123456"),
+            (1234567.0, "1.234567e+06"),
+            (0.0, "0"),
+            (f64::INFINITY, "+Inf"),
+        ] {
+            assert_eq!(go_float(value), text);
+        }
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let mut snapshot = snapshot();
+        snapshot.guests = vec![guest("a\"b\\c\nd")];
+        let text = snapshot.render();
+        assert!(
+            text.contains(r#"workqueue_depth{name="a\"b\\c\nd"} 5"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"workqueue_queue_duration_seconds_bucket{name="a\"b\\c\nd",le="+Inf"} 3"#
+            ),
+            "{text}"
+        );
+        assert_eq!(escape("plain"), "plain");
+    }
+
+    #[test]
+    fn no_guests_leaves_families_without_samples() {
+        let text = Snapshot::default().render();
+        assert!(text.contains("# TYPE workqueue_depth gauge\n# HELP"));
+        assert!(text.contains("kubewasm_module_loads_total 0\n"));
+    }
+}

@@ -1,0 +1,161 @@
+//! What a guest declares through its `metadata` export, validated: its name, its primary kind,
+//! the kinds it owns and watches and how their changes map to keys, its finalizer, concurrency
+//! and resync period. The kinds it may read and write follow from it.
+
+use std::time::Duration;
+
+use kube::api::GroupVersionKind;
+
+use crate::cluster::selection::Selection;
+use crate::cluster::selector::{LabelSelector, is_dns1123_label};
+use crate::wasm::bindings::types;
+
+/// How a change to a watched object maps to primary keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mapping {
+    /// The object's owners of the primary kind.
+    Owner,
+    /// The primary object named by this label.
+    Label(String),
+    /// The guest's `map-keys` export.
+    Guest,
+}
+
+/// A watched kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watch {
+    /// What is watched.
+    pub selection: Selection,
+    /// How changes map to keys.
+    pub mapping: Mapping,
+}
+
+/// What a module declares, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metadata {
+    /// The controller's name.
+    pub name: String,
+    /// The primary kind and its selection.
+    pub primary: Selection,
+    /// Owned kinds.
+    pub owns: Vec<GroupVersionKind>,
+    /// Watched kinds.
+    pub watches: Vec<Watch>,
+    /// The finalizer the host manages, if any.
+    pub finalizer: Option<String>,
+    /// Keys reconciled at the same time, at least 1.
+    pub max_concurrency: u32,
+    /// Period after which every primary object is enqueued again.
+    pub resync: Option<Duration>,
+}
+
+impl Metadata {
+    /// The kinds the guest may read and write.
+    pub fn declared(&self) -> Declared {
+        Declared {
+            primary: self.primary.kind.clone(),
+            owns: self.owns.clone(),
+            watches: self
+                .watches
+                .iter()
+                .map(|w| w.selection.kind.clone())
+                .collect(),
+        }
+    }
+
+    /// The namespaces its primary and owned kinds are watched in: the `configured` ones, or
+    /// when there are none the one it declares (`None`: every namespace).
+    pub fn namespaces(&self, configured: &[String]) -> Vec<Option<String>> {
+        if configured.is_empty() {
+            vec![self.primary.namespace.clone()]
+        } else {
+            configured.iter().cloned().map(Some).collect()
+        }
+    }
+}
+
+/// The kinds a guest declared: it reads all of them and writes only the primary and owned ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Declared {
+    /// The primary kind.
+    pub primary: GroupVersionKind,
+    /// Kinds the guest owns.
+    pub owns: Vec<GroupVersionKind>,
+    /// Kinds the guest watches.
+    pub watches: Vec<GroupVersionKind>,
+}
+
+impl Declared {
+    /// Whether the guest may read objects of `kind`: any kind it declared.
+    pub fn can_read(&self, kind: &GroupVersionKind) -> bool {
+        self.can_write(kind) || self.watches.contains(kind)
+    }
+
+    /// Whether the guest may write objects of `kind`: its primary or an owned kind.
+    pub fn can_write(&self, kind: &GroupVersionKind) -> bool {
+        self.primary == *kind || self.owns.contains(kind)
+    }
+}
+
+/// Validates what a module declared.
+pub fn validate(declared: types::ControllerMetadata) -> Result<Metadata, String> {
+    let name = declared.name;
+    if !is_dns1123_label(&name) {
+        return Err(format!("name {name:?} is not a DNS-1123 label"));
+    }
+    if declared.max_concurrency == 0 {
+        return Err("max-concurrency must be at least 1".into());
+    }
+    if let Some(finalizer) = &declared.finalizer
+        && !finalizer.contains('/')
+    {
+        return Err(format!(
+            "finalizer {finalizer:?} must be a qualified name such as example.com/cleanup"
+        ));
+    }
+    let watches = declared
+        .watches
+        .into_iter()
+        .map(|w| {
+            Ok(Watch {
+                selection: selection(w.selection)?,
+                mapping: match w.mapping {
+                    types::Mapping::Owner => Mapping::Owner,
+                    types::Mapping::Label(label) => Mapping::Label(label),
+                    types::Mapping::Guest => Mapping::Guest,
+                },
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(Metadata {
+        name,
+        primary: selection(declared.primary)?,
+        owns: declared
+            .owns
+            .into_iter()
+            .map(GroupVersionKind::from)
+            .collect(),
+        watches,
+        finalizer: declared.finalizer,
+        max_concurrency: declared.max_concurrency,
+        resync: declared
+            .resync_seconds
+            .map(|s| Duration::from_secs(s.into())),
+    })
+}
+
+fn selection(selection: types::Selection) -> Result<Selection, String> {
+    let kind = GroupVersionKind::from(selection.kind);
+    if kind.version.is_empty() || kind.kind.is_empty() {
+        return Err(format!("kind {kind:?} needs a version and a kind"));
+    }
+    let selector = selection
+        .label_selector
+        .map(|s| s.parse::<LabelSelector>().map_err(|e| e.to_string()))
+        .transpose()?;
+    Ok(Selection {
+        kind,
+        namespace: selection.namespace,
+        selector,
+    })
+}

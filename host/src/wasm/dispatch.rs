@@ -1,0 +1,237 @@
+//! Calls into a guest: a fresh instance of the pre-linked module for every call, under the
+//! guest's limits. A trap, a missed deadline or exhausted memory fails only that call. Error
+//! messages are cut at the limits' `error_bytes` and `map-keys` results at `map_keys`; what the
+//! guest wrote to stdout and stderr reaches the host's log under the guest's rate limit. Every
+//! call records its instantiation and export call times in the guest's [`CallTimes`](crate::wasm::env::CallTimes).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::wasm::backend::{LogLine, Scope};
+use crate::wasm::bindings::kubewasm::controller::log::Level;
+use crate::wasm::bindings::types;
+use crate::wasm::env::{CallContext, GuestEnv};
+use crate::wasm::limits::truncate;
+use crate::wasm::module::Module;
+use crate::wasm::runtime::{CallState, Limits, Runtime};
+
+/// Why a call into a guest did not return a result. These are guest failures: the host and
+/// every other guest carry on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    /// The guest returned a transient error: retry with backoff.
+    #[error("transient error: {0}")]
+    Transient(String),
+    /// The guest returned a permanent error: do not retry until the object changes.
+    #[error("permanent error: {0}")]
+    Permanent(String),
+    /// The call ran past its deadline.
+    #[error("deadline of {0:?} exceeded")]
+    Timeout(Duration),
+    /// The guest tried to grow its memory past the limit.
+    #[error("memory limit exceeded: {0}")]
+    OutOfMemory(String),
+    /// The guest trapped (a panic, an unreachable, a bad memory access, ...).
+    #[error("trapped: {0}")]
+    Trap(String),
+}
+
+/// How a successful call ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing more to do.
+    Done,
+    /// Reconcile again after this delay.
+    RequeueAfter(Duration),
+}
+
+/// Which export to call with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// `reconcile`.
+    Reconcile,
+    /// `finalize`.
+    Finalize,
+}
+
+/// Calls `reconcile` or `finalize` in a fresh instance of `module`.
+pub async fn call(
+    runtime: &Runtime,
+    module: &Module,
+    env: &Arc<GuestEnv>,
+    limits: &Limits,
+    scope: Scope,
+    entry: Entry,
+    request: types::Request,
+) -> Result<Outcome, Failure> {
+    let start = Instant::now();
+    let context = CallContext {
+        env: env.clone(),
+        scope: Some(scope),
+    };
+    let mut store = runtime.store(context, limits);
+    let result = async {
+        let instance = module.pre.instantiate_async(&mut store).await?;
+        let instantiated = Instant::now();
+        env.times.instantiate.observe(instantiated - start);
+        let guest = instance.kubewasm_controller_guest();
+        let result = match entry {
+            Entry::Reconcile => guest.call_reconcile(&mut store, &request).await,
+            Entry::Finalize => guest.call_finalize(&mut store, &request).await,
+        };
+        env.times.call.observe(instantiated.elapsed());
+        result
+    }
+    .await;
+    forward_output(&store);
+    let cut = |message| truncate(message, limits.error_bytes);
+    match result {
+        Ok(Ok(types::Outcome::Done)) => Ok(Outcome::Done),
+        Ok(Ok(types::Outcome::RequeueAfter(ms))) => {
+            Ok(Outcome::RequeueAfter(Duration::from_millis(ms)))
+        }
+        Ok(Err(types::ReconcileError::Transient(message))) => Err(Failure::Transient(cut(message))),
+        Ok(Err(types::ReconcileError::Permanent(message))) => Err(Failure::Permanent(cut(message))),
+        Err(error) => Err(classify(error, limits, store.data().memory_exhausted())),
+    }
+}
+
+/// Calls `map-keys` in a fresh instance of `module`. Keys beyond the limit's `map_keys` are
+/// dropped with a warning.
+pub async fn map_keys(
+    runtime: &Runtime,
+    module: &Module,
+    env: &Arc<GuestEnv>,
+    limits: &Limits,
+    kind: types::Gvk,
+    object: &str,
+) -> Result<Vec<types::ObjectKey>, Failure> {
+    let start = Instant::now();
+    let context = CallContext {
+        env: env.clone(),
+        scope: None,
+    };
+    let mut store = runtime.store(context, limits);
+    let result = async {
+        let instance = module.pre.instantiate_async(&mut store).await?;
+        let instantiated = Instant::now();
+        env.times.instantiate.observe(instantiated - start);
+        let keys = instance
+            .kubewasm_controller_guest()
+            .call_map_keys(&mut store, &kind, object)
+            .await;
+        env.times.call.observe(instantiated.elapsed());
+        keys
+    }
+    .await;
+    forward_output(&store);
+    let mut keys =
+        result.map_err(|error| classify(error, limits, store.data().memory_exhausted()))?;
+    if keys.len() > limits.map_keys {
+        tracing::warn!(
+            guest = %env.name, returned = keys.len(), limit = limits.map_keys,
+            "map-keys returned more keys than its limit; the keys beyond it are dropped"
+        );
+        keys.truncate(limits.map_keys);
+    }
+    Ok(keys)
+}
+
+/// Why a call failed: its deadline passed, a memory could not grow (as the store's limiter
+/// recorded: `memory_exhausted`), or it trapped otherwise.
+fn classify(error: wasmtime::Error, limits: &Limits, memory_exhausted: bool) -> Failure {
+    if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
+        return Failure::Timeout(limits.timeout);
+    }
+    // The trap's backtrace names guest functions: cut like the guest's own error messages.
+    let message = truncate(format!("{error:#}"), limits.error_bytes);
+    if memory_exhausted {
+        Failure::OutOfMemory(format!(
+            "the limit is {} bytes: {message}",
+            limits.memory_bytes
+        ))
+    } else {
+        Failure::Trap(message)
+    }
+}
+
+/// Hands what the guest wrote to stdout and stderr to the host's log, line by line under the
+/// guest's rate limit, and whole to the backend; notes output dropped beyond the call's cap.
+fn forward_output(store: &wasmtime::Store<CallState>) {
+    let state = store.data();
+    let env = &state.context.env;
+    let (guest, key) = (&env.name, state.context.key());
+    let per_second = state.limits.log_lines_per_second;
+    let (stdout, stderr) = state.output();
+    for (stream, captured) in [("stdout", stdout), ("stderr", stderr)] {
+        if captured.bytes.is_empty() {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&captured.bytes).trim().to_owned();
+        for line in text.lines().filter(|line| !line.trim().is_empty()) {
+            if env.output.forward(guest, per_second) {
+                tracing::info!(target: "guest", %guest, %key, stream, "{line}");
+            }
+        }
+        if captured.dropped > 0 {
+            tracing::warn!(
+                target: "guest", %guest, %key, stream,
+                "{stream} truncated: {} bytes beyond the limit of {} dropped",
+                captured.dropped, state.limits.log_bytes
+            );
+        }
+        env.backend.log(LogLine {
+            level: Level::Info,
+            message: text,
+            fields: vec![("stream".into(), stream.into())],
+        });
+    }
+    env.output.report(guest, per_second, Instant::now());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A core module whose `grow` asks for 64 MiB more and whose `trap` traps, run in a store
+    /// of the host with a 1 MiB memory limit; returns how `export` failed.
+    async fn fail(export: &str) -> Failure {
+        let runtime = Runtime::new().unwrap();
+        let context = CallContext::for_tests("classify");
+        let limits = Limits {
+            memory_bytes: 1 << 20,
+            ..Limits::default()
+        };
+        let mut store = runtime.store(context, &limits);
+        let module = wasmtime::Module::new(
+            store.engine(),
+            r#"(module
+                (memory 1)
+                (func (export "grow") (drop (memory.grow (i32.const 1024))))
+                (func (export "trap") unreachable))"#,
+        )
+        .unwrap();
+        let instance = wasmtime::Instance::new_async(&mut store, &module, &[])
+            .await
+            .unwrap();
+        let function = instance
+            .get_typed_func::<(), ()>(&mut store, export)
+            .unwrap();
+        let error = function.call_async(&mut store, ()).await.unwrap_err();
+        classify(error, &limits, store.data().memory_exhausted())
+    }
+
+    #[tokio::test]
+    async fn a_refused_memory_grow_is_out_of_memory_and_other_traps_are_traps() {
+        let failure = fail("grow").await;
+        assert!(
+            matches!(&failure, Failure::OutOfMemory(m) if m.starts_with("the limit is 1048576 bytes")),
+            "{failure:?}"
+        );
+        let failure = fail("trap").await;
+        assert!(
+            matches!(&failure, Failure::Trap(m) if m.contains("unreachable")),
+            "{failure:?}"
+        );
+    }
+}

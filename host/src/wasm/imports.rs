@@ -1,0 +1,654 @@
+//! The host side of the contract's imports: every call is checked against what the guest
+//! declared, then handed to its [`Backend`](crate::wasm::backend::Backend) under the host-call timeout.
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+
+use kube::api::GroupVersionKind;
+use kube::core::GroupVersion;
+use serde_json::Value;
+
+use crate::cluster::selector::LabelSelector;
+use crate::config::Verb;
+use crate::wasm::backend::{ApplyRequest, CallError, DeleteRequest, EventRequest, PatchRequest};
+use crate::wasm::bindings::kubewasm::controller::{cache, events, log, types, writes};
+use crate::wasm::env::{CallContext, GuestEnv};
+use crate::wasm::limits::{Spend, check_size};
+use crate::wasm::permissions::resource_of;
+use crate::wasm::runtime::{CallState, Limits};
+
+impl CallContext {
+    /// Checks a read of `kind` in `namespace`: the kind must be declared and `verb` granted.
+    fn readable(
+        &self,
+        kind: types::Gvk,
+        verb: Verb,
+        namespace: Option<&str>,
+    ) -> Result<GroupVersionKind, CallError> {
+        let kind = GroupVersionKind::from(kind);
+        if !self.env.declared.can_read(&kind) {
+            return Err(CallError::Denied(format!(
+                "{} is not a kind this controller declared",
+                describe(&kind)
+            )));
+        }
+        self.granted(&kind, None, &[verb], namespace)?;
+        Ok(kind)
+    }
+
+    /// Checks a write of `kind` (or its `subresource`) in `namespace`: the kind must be the
+    /// primary or an owned one, and every verb granted.
+    fn writable(
+        &self,
+        kind: GroupVersionKind,
+        subresource: Option<&str>,
+        verbs: &[Verb],
+        namespace: Option<&str>,
+    ) -> Result<GroupVersionKind, CallError> {
+        if !self.env.declared.can_write(&kind) {
+            return Err(CallError::Denied(format!(
+                "{} is neither the primary kind nor an owned kind of this controller",
+                describe(&kind)
+            )));
+        }
+        self.granted(&kind, subresource, verbs, namespace)?;
+        Ok(kind)
+    }
+
+    fn granted(
+        &self,
+        kind: &GroupVersionKind,
+        subresource: Option<&str>,
+        verbs: &[Verb],
+        namespace: Option<&str>,
+    ) -> Result<(), CallError> {
+        let permissions = &self.env.permissions;
+        // A namespace named in a call does not narrow a cluster-scoped kind.
+        let namespace = if self.env.backend.is_cluster_scoped(kind) {
+            None
+        } else {
+            namespace
+        };
+        match verbs
+            .iter()
+            .find(|&&verb| !permissions.allows(kind, subresource, verb, namespace))
+        {
+            None => Ok(()),
+            Some(verb) => {
+                let mut resource = resource_of(kind);
+                if let Some(subresource) = subresource {
+                    resource = format!("{resource}/{subresource}");
+                }
+                Err(CallError::Denied(format!(
+                    "no grant allows {} on {resource} ({}) in {}",
+                    verb.as_str(),
+                    describe(kind),
+                    namespace.map_or("all namespaces".into(), |n| format!("namespace {n}"))
+                )))
+            }
+        }
+    }
+
+    /// The namespace a write goes to: the given one, else the reconciled object's.
+    fn namespace(&self, given: Option<String>) -> Option<String> {
+        given.or_else(|| self.scope.as_ref().and_then(|s| s.namespace.clone()))
+    }
+
+    async fn timed<T>(
+        &self,
+        call: impl Future<Output = Result<T, CallError>>,
+    ) -> Result<T, CallError> {
+        let timeout = self.env.host_call_timeout;
+        tokio::time::timeout(timeout, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(CallError::Unavailable(format!(
+                    "no answer from the API server within {timeout:?}"
+                )))
+            })
+    }
+
+    /// Parses an object written by the guest and fills in its namespace; checks its kind.
+    fn intent(
+        &self,
+        object: &str,
+    ) -> Result<(GroupVersionKind, Option<String>, String, Value), CallError> {
+        let mut value: Value = serde_json::from_str(object)
+            .map_err(|e| CallError::Invalid(format!("object is not valid JSON: {e}")))?;
+        let api_version = value["apiVersion"]
+            .as_str()
+            .ok_or_else(|| CallError::Invalid("object has no apiVersion".into()))?;
+        let kind = value["kind"]
+            .as_str()
+            .ok_or_else(|| CallError::Invalid("object has no kind".into()))?;
+        let gvk = api_version
+            .parse::<GroupVersion>()
+            .map_err(|e| CallError::Invalid(e.to_string()))?
+            .with_kind(kind);
+        let name = value["metadata"]["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| CallError::Invalid("object has no metadata.name".into()))?
+            .to_owned();
+        let given = value["metadata"]["namespace"].as_str().map(str::to_owned);
+        let namespace = self.namespace(given);
+        if let Some(namespace) = &namespace {
+            value["metadata"]["namespace"] = Value::String(namespace.clone());
+        }
+        Ok((gvk, namespace, name, value))
+    }
+
+    fn owner_reference(&self) -> Result<Value, CallError> {
+        let scope = self
+            .scope
+            .as_ref()
+            .ok_or_else(|| CallError::Invalid("owned apply outside a reconcile".into()))?;
+        let uid = scope
+            .uid
+            .as_ref()
+            .ok_or_else(|| CallError::Invalid("the reconciled object does not exist".into()))?;
+        Ok(serde_json::json!({
+            "apiVersion": scope.kind.api_version(),
+            "kind": scope.kind.kind,
+            "name": scope.name,
+            "uid": uid,
+            "controller": true,
+            "blockOwnerDeletion": true,
+        }))
+    }
+
+    async fn apply(
+        &self,
+        object: String,
+        owned: bool,
+        force: bool,
+        status: bool,
+    ) -> Result<String, CallError> {
+        let (kind, namespace, name, mut object) = self.intent(&object)?;
+        let kind = if status {
+            self.writable(kind, Some("status"), &[Verb::Patch], namespace.as_deref())?
+        } else {
+            self.writable(
+                kind,
+                None,
+                &[Verb::Create, Verb::Patch],
+                namespace.as_deref(),
+            )?
+        };
+        if owned {
+            let reference = self.owner_reference()?;
+            let references = object["metadata"]
+                .as_object_mut()
+                .ok_or_else(|| CallError::Invalid("metadata is not an object".into()))?
+                .entry("ownerReferences")
+                .or_insert_with(|| Value::Array(Vec::new()));
+            let references = references.as_array_mut().ok_or_else(|| {
+                CallError::Invalid("metadata.ownerReferences is not a list".into())
+            })?;
+            references.retain(|r| r["uid"] != reference["uid"]);
+            references.push(reference);
+        }
+        let request = ApplyRequest {
+            kind,
+            namespace,
+            name,
+            object,
+            status,
+            force,
+        };
+        self.timed(self.env.backend.apply(request)).await
+    }
+}
+
+fn describe(kind: &GroupVersionKind) -> String {
+    format!("{}/{}", kind.api_version(), kind.kind)
+}
+
+fn to_wit(error: CallError) -> types::Error {
+    match error {
+        CallError::Api {
+            code,
+            reason,
+            message,
+        } => types::Error::Api(types::ApiStatus {
+            code,
+            reason,
+            message,
+        }),
+        CallError::Denied(message) => types::Error::Denied(message),
+        CallError::Invalid(message) => types::Error::Invalid(message),
+        CallError::Unavailable(message) => types::Error::Unavailable(message),
+    }
+}
+
+fn answer<T>(
+    result: Result<T, CallError>,
+    env: &GuestEnv,
+    limits: &Limits,
+    call: &str,
+) -> wasmtime::Result<Result<T, types::Error>> {
+    match &result {
+        Err(error @ CallError::Denied(_)) => {
+            env.denied.fetch_add(1, Ordering::Relaxed);
+            // Within the guest's log rate, so a guest looping on a denied call cannot flood
+            // the host's log; the counter keeps every denial.
+            if env.output.forward(&env.name, limits.log_lines_per_second) {
+                tracing::warn!(guest = %env.name, call, %error, "host call denied");
+            }
+        }
+        Err(error) => tracing::debug!(guest = %env.name, call, %error, "host call failed"),
+        Ok(_) => {}
+    }
+    Ok(result.map_err(to_wit))
+}
+
+impl CallState {
+    /// Refuses a write whose JSON is larger than the call's `write_bytes`.
+    fn write_size(&self, what: &'static str, json: &str) -> Result<(), CallError> {
+        check_size(what, json, self.limits.write_bytes)
+            .map_err(|exceeded| CallError::Invalid(exceeded.to_string()))
+    }
+
+    /// Takes a `log` line of `size` bytes from the call's budget; says once that output was
+    /// truncated when the budget runs out.
+    fn log_fits(&mut self, size: usize) -> bool {
+        match self.log_budget.spend(size) {
+            Spend::Keep => true,
+            Spend::Drop => false,
+            Spend::Truncate => {
+                let (guest, key) = (&self.context.env.name, self.context.key());
+                let message = format!(
+                    "log output truncated: more than {} bytes in one call",
+                    self.limits.log_bytes
+                );
+                tracing::warn!(target: "guest", %guest, %key, "{message}");
+                self.context.env.backend.log(crate::wasm::backend::LogLine {
+                    level: log::Level::Warn,
+                    message,
+                    fields: Vec::new(),
+                });
+                false
+            }
+        }
+    }
+}
+
+impl types::Host for CallState {}
+
+impl cache::Host for CallState {
+    async fn get(
+        &mut self,
+        kind: types::Gvk,
+        namespace: Option<String>,
+        name: String,
+    ) -> wasmtime::Result<Result<Option<String>, types::Error>> {
+        let context = &self.context;
+        let result = context
+            .readable(kind, Verb::Get, namespace.as_deref())
+            .and_then(|kind| {
+                context
+                    .env
+                    .backend
+                    .get(&kind, namespace.as_deref(), &name)
+                    .map(|found| found.map(|json| json.to_string()))
+            });
+        answer(result, &context.env, &self.limits, "get")
+    }
+
+    async fn list(
+        &mut self,
+        kind: types::Gvk,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> wasmtime::Result<Result<Vec<String>, types::Error>> {
+        let context = &self.context;
+        let result = context
+            .readable(kind, Verb::List, namespace.as_deref())
+            .and_then(|kind| {
+                let selector = label_selector
+                    .as_deref()
+                    .map(str::parse::<LabelSelector>)
+                    .transpose()
+                    .map_err(|e| CallError::Invalid(e.to_string()))?;
+                let objects =
+                    context
+                        .env
+                        .backend
+                        .list(&kind, namespace.as_deref(), selector.as_ref())?;
+                Ok(objects.iter().map(|json| json.to_string()).collect())
+            });
+        answer(result, &context.env, &self.limits, "list")
+    }
+}
+
+impl writes::Host for CallState {
+    async fn apply(
+        &mut self,
+        object: String,
+        options: writes::ApplyOptions,
+    ) -> wasmtime::Result<Result<String, types::Error>> {
+        let result = match self.write_size("object", &object) {
+            Ok(()) => {
+                self.context
+                    .apply(object, options.owned, options.force, false)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
+        answer(result, &self.context.env, &self.limits, "apply")
+    }
+
+    async fn apply_status(
+        &mut self,
+        object: String,
+    ) -> wasmtime::Result<Result<String, types::Error>> {
+        let result = match self.write_size("object", &object) {
+            Ok(()) => self.context.apply(object, false, true, true).await,
+            Err(error) => Err(error),
+        };
+        answer(result, &self.context.env, &self.limits, "apply-status")
+    }
+
+    async fn delete(
+        &mut self,
+        kind: types::Gvk,
+        namespace: Option<String>,
+        name: String,
+        preconditions: writes::Preconditions,
+    ) -> wasmtime::Result<Result<(), types::Error>> {
+        let context = &self.context;
+        let namespace = context.namespace(namespace);
+        let result =
+            match context.writable(kind.into(), None, &[Verb::Delete], namespace.as_deref()) {
+                Ok(kind) => {
+                    let request = DeleteRequest {
+                        kind,
+                        namespace,
+                        name,
+                        uid: preconditions.uid,
+                        resource_version: preconditions.resource_version,
+                    };
+                    context.timed(context.env.backend.delete(request)).await
+                }
+                Err(error) => Err(error),
+            };
+        answer(result, &context.env, &self.limits, "delete")
+    }
+
+    async fn patch(
+        &mut self,
+        kind: types::Gvk,
+        namespace: Option<String>,
+        name: String,
+        patch_type: writes::PatchType,
+        patch: String,
+    ) -> wasmtime::Result<Result<String, types::Error>> {
+        let size = self.write_size("patch", &patch);
+        let context = &self.context;
+        let result = async {
+            size?;
+            let namespace = context.namespace(namespace);
+            let kind = context.writable(kind.into(), None, &[Verb::Patch], namespace.as_deref())?;
+            let patch: Value = serde_json::from_str(&patch)
+                .map_err(|e| CallError::Invalid(format!("patch is not valid JSON: {e}")))?;
+            let request = PatchRequest {
+                kind,
+                namespace,
+                name,
+                patch,
+                json_patch: matches!(patch_type, writes::PatchType::Json),
+            };
+            context.timed(context.env.backend.patch(request)).await
+        }
+        .await;
+        answer(result, &context.env, &self.limits, "patch")
+    }
+}
+
+impl events::Host for CallState {
+    async fn record_event(
+        &mut self,
+        event: events::Event,
+    ) -> wasmtime::Result<Result<(), types::Error>> {
+        let context = &self.context;
+        let result = async {
+            let namespace = context.namespace(event.regarding_namespace);
+            let kind = context.readable(event.regarding_kind, Verb::Get, namespace.as_deref())?;
+            let request = EventRequest {
+                kind,
+                namespace,
+                name: event.regarding_name,
+                warning: matches!(event.event_type, events::EventType::Warning),
+                reason: event.reason,
+                action: event.action,
+                note: event.note,
+            };
+            context.timed(context.env.backend.event(request)).await
+        }
+        .await;
+        answer(result, &context.env, &self.limits, "record-event")
+    }
+}
+
+impl log::Host for CallState {
+    async fn log(
+        &mut self,
+        level: log::Level,
+        message: String,
+        pairs: Vec<(String, String)>,
+    ) -> wasmtime::Result<()> {
+        let size = message.len() + pairs.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+        if !self.log_fits(size) {
+            return Ok(());
+        }
+        let guest = &self.context.env.name;
+        let key = self.context.key();
+        let fields = pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let admitted = self
+            .context
+            .env
+            .output
+            .forward(guest, self.limits.log_lines_per_second);
+        if admitted {
+            match level {
+                log::Level::Trace => {
+                    tracing::trace!(target: "guest", %guest, %key, %fields, "{message}")
+                }
+                log::Level::Debug => {
+                    tracing::debug!(target: "guest", %guest, %key, %fields, "{message}")
+                }
+                log::Level::Info => {
+                    tracing::info!(target: "guest", %guest, %key, %fields, "{message}")
+                }
+                log::Level::Warn => {
+                    tracing::warn!(target: "guest", %guest, %key, %fields, "{message}")
+                }
+                log::Level::Error => {
+                    tracing::error!(target: "guest", %guest, %key, %fields, "{message}")
+                }
+            }
+        }
+        let line = crate::wasm::backend::LogLine {
+            level,
+            message,
+            fields: pairs,
+        };
+        self.context.env.backend.log(line);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::wasm::backend::Scope;
+    use crate::wasm::declaration::Declared;
+    use crate::wasm::fixture::FixtureBackend;
+    use crate::wasm::permissions::Permissions;
+    use crate::wasm::runtime::Runtime;
+
+    #[test]
+    fn a_grant_restricted_to_namespaces_never_covers_a_cluster_scoped_kind() {
+        let role = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRole");
+        let config = Config::from_yaml(
+            "modules: [{path: a.wasm, grants: [{apiGroups: ['*'], resources: ['*'], verbs: ['*'], namespaces: [team-a]}]}]",
+            std::path::Path::new(""),
+        )
+        .unwrap();
+        let backend = FixtureBackend::default().with_cluster_scoped(role.clone());
+        let env = GuestEnv::new(
+            "scoped",
+            Declared {
+                primary: GroupVersionKind::gvk("", "v1", "ConfigMap"),
+                owns: vec![role.clone()],
+                watches: Vec::new(),
+            },
+            Arc::new(backend),
+            Duration::from_secs(1),
+            Permissions::new(config.modules[0].grants.clone()),
+        );
+        let context = CallContext {
+            env: Arc::new(env),
+            scope: None,
+        };
+        let config_map = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        assert!(
+            context
+                .writable(config_map, None, &[Verb::Create], Some("team-a"))
+                .is_ok()
+        );
+        let denied = context.writable(role, None, &[Verb::Create], Some("team-a"));
+        assert!(
+            matches!(&denied, Err(CallError::Denied(m)) if m.contains("all namespaces")),
+            "{denied:?}"
+        );
+    }
+
+    const NAMESPACE: &str = "caps";
+
+    fn config_map() -> GroupVersionKind {
+        GroupVersionKind::gvk("", "v1", "ConfigMap")
+    }
+
+    /// A store for a reconcile of ConfigMap `caps/source` with 1 KiB caps on writes and logs.
+    fn store(runtime: &Runtime, backend: Arc<FixtureBackend>) -> wasmtime::Store<CallState> {
+        let declared = Declared {
+            primary: config_map(),
+            owns: Vec::new(),
+            watches: Vec::new(),
+        };
+        let env = GuestEnv::new(
+            "caps",
+            declared,
+            backend,
+            Duration::from_secs(5),
+            Permissions::new(None),
+        );
+        let context = CallContext {
+            env: Arc::new(env),
+            scope: Some(Scope {
+                kind: config_map(),
+                namespace: Some(NAMESPACE.into()),
+                name: "source".into(),
+                uid: Some("uid".into()),
+            }),
+        };
+        let limits = Limits {
+            write_bytes: 1024,
+            log_bytes: 1024,
+            ..Limits::default()
+        };
+        runtime.store(context, &limits)
+    }
+
+    /// The message of an `invalid` error.
+    fn invalid(result: wasmtime::Result<Result<String, types::Error>>) -> Option<String> {
+        match result.unwrap() {
+            Err(types::Error::Invalid(message)) => Some(message),
+            _ => None,
+        }
+    }
+
+    fn config_map_json(value: &str) -> String {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": "target" },
+            "data": { "value": value },
+        })
+        .to_string()
+    }
+
+    #[tokio::test]
+    async fn a_write_over_the_cap_is_invalid_and_not_sent() {
+        let runtime = Runtime::new().unwrap();
+        let backend = Arc::new(FixtureBackend::default());
+        let mut store = store(&runtime, backend.clone());
+        let state = store.data_mut();
+        let options = writes::ApplyOptions {
+            owned: false,
+            force: false,
+        };
+        let small = config_map_json("small");
+        let applied = writes::Host::apply(state, small, options).await;
+        assert!(applied.unwrap().is_ok());
+        let large = config_map_json(&"x".repeat(2048));
+        let expected = format!("object of {} bytes exceeds the limit of 1024", large.len());
+        let applied = writes::Host::apply(state, large.clone(), options).await;
+        assert_eq!(invalid(applied), Some(expected.clone()));
+        let applied = writes::Host::apply_status(state, large).await;
+        assert_eq!(invalid(applied), Some(expected));
+        let patch = serde_json::json!({ "data": { "value": "y".repeat(2048) } }).to_string();
+        let expected = format!("patch of {} bytes exceeds the limit of 1024", patch.len());
+        let patched = writes::Host::patch(
+            state,
+            types::Gvk {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+            },
+            None,
+            "target".into(),
+            writes::PatchType::Merge,
+            patch,
+        )
+        .await;
+        assert_eq!(invalid(patched), Some(expected));
+        assert_eq!(
+            backend.take_writes().len(),
+            1,
+            "only the small apply went out"
+        );
+    }
+
+    #[tokio::test]
+    async fn log_lines_beyond_the_budget_are_dropped_after_one_note() {
+        let runtime = Runtime::new().unwrap();
+        let backend = Arc::new(FixtureBackend::default());
+        let mut store = store(&runtime, backend.clone());
+        let state = store.data_mut();
+        for line in 0..50 {
+            let message = format!("line {line:02} {}", "-".repeat(80));
+            let fields = vec![("k".to_owned(), "v".to_owned())];
+            log::Host::log(state, log::Level::Info, message, fields)
+                .await
+                .unwrap();
+        }
+        let logs = backend.take_logs();
+        // Each line is 90 bytes of message and 2 of fields: eleven fit in 1024 bytes.
+        assert_eq!(logs.len(), 12, "{logs:?}");
+        assert!(logs[10].message.starts_with("line 10 "));
+        assert_eq!(logs[11].level, log::Level::Warn);
+        assert_eq!(
+            logs[11].message,
+            "log output truncated: more than 1024 bytes in one call"
+        );
+    }
+}

@@ -1,0 +1,18 @@
+//! The WebAssembly layer: everything that calls into a guest. The engine and its compile
+//! cache, the limits of a call, the contract's bindings, the model of what a guest declares,
+//! the guest's permissions and environment, the host side of its imports, module loading and
+//! dispatch of one call into a fresh instance. It reaches the cluster only through a
+//! [`backend::Backend`], so the same guest runs against the cluster or against fixtures.
+
+pub mod backend;
+pub mod bindings;
+pub mod compile_cache;
+pub mod declaration;
+pub mod dispatch;
+pub mod env;
+pub mod fixture;
+pub mod imports;
+pub mod limits;
+pub mod module;
+pub mod permissions;
+pub mod runtime;

@@ -1,0 +1,239 @@
+//! Loading a guest module: compile it off the async executor, check that it implements the
+//! contract at the supported version, pre-link it, and read and validate what it declares.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use kube::api::GroupVersionKind;
+
+use crate::cluster::selector::LabelSelector;
+use crate::wasm::backend::{
+    ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest,
+};
+use crate::wasm::bindings::{ControllerPre, GUEST_INTERFACE, types};
+use crate::wasm::declaration::{self, Declared, Metadata};
+use crate::wasm::env::{CallContext, GuestEnv};
+use crate::wasm::permissions::Permissions;
+use crate::wasm::runtime::{CallState, Compiled, Limits, Runtime};
+
+/// Why a module could not be loaded. The previous version of a guest, if any, keeps running.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The module's path.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes are not a valid WebAssembly component.
+    #[error("{path} is not a valid WebAssembly component: {message}")]
+    Compile {
+        /// The module's path.
+        path: PathBuf,
+        /// What the compiler reported.
+        message: String,
+    },
+    /// The component does not implement the contract, or imports what the host does not give.
+    #[error(
+        "{path} does not match the `kubewasm:controller` world (this host implements {GUEST_INTERFACE}): {message}"
+    )]
+    World {
+        /// The module's path.
+        path: PathBuf,
+        /// What the linker reported.
+        message: String,
+    },
+    /// The component's `metadata` export failed.
+    #[error("{path}: calling metadata() failed: {message}")]
+    Metadata {
+        /// The module's path.
+        path: PathBuf,
+        /// The trap or error.
+        message: String,
+    },
+    /// What the component declares is not valid.
+    #[error("{path}: invalid metadata: {message}")]
+    Invalid {
+        /// The module's path.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A compiled, pre-linked and validated module, ready to be instantiated for each call.
+pub struct Module {
+    /// Where it was loaded from.
+    pub path: PathBuf,
+    /// SHA-256 of its bytes, hex.
+    pub digest: String,
+    /// When it was loaded.
+    pub loaded_at: SystemTime,
+    /// Whether the compiled code was reused, from the compile cache or from a live module of
+    /// the same bytes, rather than compiled.
+    pub from_cache: bool,
+    /// What it declares.
+    pub metadata: Metadata,
+    /// The pre-linked component, shared by every live module of the same bytes.
+    pub pre: Arc<ControllerPre<CallState>>,
+}
+
+/// Loads, compiles and validates the module at `path`.
+pub async fn load(
+    runtime: &Runtime,
+    path: &Path,
+    limits: &Limits,
+) -> Result<Arc<Module>, LoadError> {
+    let bytes = tokio::fs::read(path)
+        .await
+        .map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+    // The compiler would also read WebAssembly text, and report anything else as bad text.
+    if !bytes.starts_with(b"\0asm") {
+        return Err(LoadError::Compile {
+            path: path.to_owned(),
+            message: "not a WebAssembly binary: it does not start with the magic bytes \\0asm"
+                .into(),
+        });
+    }
+    let digest = sha256_hex(&bytes);
+    let (pre, from_cache) = match runtime.linked(&digest) {
+        Some(pre) => (pre, true),
+        None => link(runtime, path, bytes, &digest).await?,
+    };
+    let declared = read_metadata(runtime, &pre, limits)
+        .await
+        .map_err(|message| LoadError::Metadata {
+            path: path.to_owned(),
+            message,
+        })?;
+    let metadata = declaration::validate(declared).map_err(|message| LoadError::Invalid {
+        path: path.to_owned(),
+        message,
+    })?;
+    runtime.share(&digest, &pre);
+    Ok(Arc::new(Module {
+        path: path.to_owned(),
+        digest,
+        loaded_at: SystemTime::now(),
+        from_cache,
+        metadata,
+        pre,
+    }))
+}
+
+/// Compiles `bytes` (or reads them from the compile cache) and links them against the world;
+/// returns the pre-linked component and whether the compiled code came from the cache.
+async fn link(
+    runtime: &Runtime,
+    path: &Path,
+    bytes: Vec<u8>,
+    digest: &str,
+) -> Result<(Arc<ControllerPre<CallState>>, bool), LoadError> {
+    let compiled = {
+        let runtime = runtime.clone();
+        let digest = digest.to_owned();
+        tokio::task::spawn_blocking(move || runtime.compile(&bytes, &digest))
+            .await
+            .expect("compilation does not panic")
+    };
+    let Compiled { component, cached } = compiled.map_err(|e| LoadError::Compile {
+        path: path.to_owned(),
+        message: format!("{e:#}"),
+    })?;
+    let world_error = |e: wasmtime::Error| LoadError::World {
+        path: path.to_owned(),
+        message: format!("{e:#}"),
+    };
+    let instance_pre = runtime
+        .linker()
+        .instantiate_pre(&component)
+        .map_err(world_error)?;
+    let pre = ControllerPre::new(instance_pre).map_err(world_error)?;
+    Ok((Arc::new(pre), cached))
+}
+
+async fn read_metadata(
+    runtime: &Runtime,
+    pre: &ControllerPre<CallState>,
+    limits: &Limits,
+) -> Result<types::ControllerMetadata, String> {
+    let env = Arc::new(GuestEnv::new(
+        "(loading)",
+        Declared {
+            primary: GroupVersionKind::gvk("", "", ""),
+            owns: Vec::new(),
+            watches: Vec::new(),
+        },
+        Arc::new(Sealed),
+        limits.host_call_timeout,
+        Permissions::new(None),
+    ));
+    let mut store = runtime.store(CallContext { env, scope: None }, limits);
+    let instance = pre
+        .instantiate_async(&mut store)
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    instance
+        .kubewasm_controller_guest()
+        .call_metadata(&mut store)
+        .await
+        .map_err(|e| format!("{e:#}"))
+}
+
+/// SHA-256 of `bytes`, lowercase hex: the digest modules are known and cached by.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The backend of `metadata()`: a module may not call the host while it is being loaded.
+struct Sealed;
+
+fn sealed<T>() -> Result<T, CallError> {
+    Err(CallError::Denied(
+        "host calls are not available in metadata()".into(),
+    ))
+}
+
+#[async_trait]
+impl Backend for Sealed {
+    fn get(
+        &self,
+        _: &GroupVersionKind,
+        _: Option<&str>,
+        _: &str,
+    ) -> Result<Option<Arc<str>>, CallError> {
+        sealed()
+    }
+    fn list(
+        &self,
+        _: &GroupVersionKind,
+        _: Option<&str>,
+        _: Option<&LabelSelector>,
+    ) -> Result<Vec<Arc<str>>, CallError> {
+        sealed()
+    }
+    async fn apply(&self, _: ApplyRequest) -> Result<String, CallError> {
+        sealed()
+    }
+    async fn patch(&self, _: PatchRequest) -> Result<String, CallError> {
+        sealed()
+    }
+    async fn delete(&self, _: DeleteRequest) -> Result<(), CallError> {
+        sealed()
+    }
+    async fn event(&self, _: EventRequest) -> Result<(), CallError> {
+        sealed()
+    }
+}

@@ -1,0 +1,253 @@
+//! What a guest may do: the operator's grants (RBAC-like rules in the configuration), narrowed by
+//! what the module declares.
+//!
+//! A module is loaded only if its grants cover what its declaration needs: `get`, `list` and
+//! `watch` on its primary, owned and watched kinds in the namespaces it runs in, and `patch` on
+//! its primary kind when it declares a finalizer. Every host call is checked again when it is
+//! made: reads need `get` or `list`, `apply` needs `create` and `patch` (server-side apply
+//! creates or updates), `apply-status` needs `patch` on the `status` subresource, `patch` needs
+//! `patch`, `delete` needs `delete`. An event about an object needs `get` on that object's kind
+//! in its namespace. A cluster-scoped kind is checked for all namespaces, whatever namespace a
+//! call names, so a grant restricted to namespaces never covers it.
+//!
+//! Resources are named by their plural, derived from the kind as the API server does for
+//! regular nouns (`PodSet` → `podsets`, `Policy` → `policies`); grant `*` for a kind with an
+//! irregular plural.
+
+use std::fmt;
+
+use kube::api::{ApiResource, GroupVersionKind};
+
+use crate::config::{Grant, Verb};
+use crate::wasm::declaration::Metadata;
+
+/// A permission a module needs: verbs on a resource in a namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    /// API group (`""` for the core group).
+    pub api_group: String,
+    /// Plural resource name, with `/subresource` where one is needed.
+    pub resource: String,
+    /// The verbs needed.
+    pub verbs: Vec<Verb>,
+    /// The namespace, or `None` for every namespace (and cluster-scoped objects).
+    pub namespace: Option<String>,
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verbs: Vec<_> = self.verbs.iter().map(|v| v.as_str()).collect();
+        let group = if self.api_group.is_empty() {
+            "core"
+        } else {
+            &self.api_group
+        };
+        write!(f, "{} {} ({group}) in ", verbs.join(","), self.resource)?;
+        match &self.namespace {
+            Some(namespace) => write!(f, "namespace {namespace}"),
+            None => f.write_str("all namespaces"),
+        }
+    }
+}
+
+/// The plural resource name of `kind`.
+pub fn resource_of(kind: &GroupVersionKind) -> String {
+    ApiResource::from_gvk(kind).plural
+}
+
+/// What a module needs to run in `namespaces` (empty: the namespace it declares, or all).
+pub fn required(metadata: &Metadata, namespaces: &[String]) -> Vec<Requirement> {
+    let own_namespaces = metadata.namespaces(namespaces);
+    let read = vec![Verb::Get, Verb::List, Verb::Watch];
+    let mut needs = Vec::new();
+    let mut need = |kind: &GroupVersionKind, verbs: &[Verb], namespace: &Option<String>| {
+        let requirement = Requirement {
+            api_group: kind.group.clone(),
+            resource: resource_of(kind),
+            verbs: verbs.to_vec(),
+            namespace: namespace.clone(),
+        };
+        if !needs.contains(&requirement) {
+            needs.push(requirement);
+        }
+    };
+    for namespace in &own_namespaces {
+        let mut primary = read.clone();
+        if metadata.finalizer.is_some() {
+            primary.push(Verb::Patch);
+        }
+        need(&metadata.primary.kind, &primary, namespace);
+        for kind in &metadata.owns {
+            need(kind, &read, namespace);
+        }
+    }
+    for watch in &metadata.watches {
+        need(&watch.selection.kind, &read, &watch.selection.namespace);
+    }
+    needs
+}
+
+/// The operator's grants of one module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Permissions {
+    grants: Option<Vec<Grant>>,
+}
+
+impl Permissions {
+    /// `None`: no grants configured, the module may do anything on the kinds it declares.
+    pub fn new(grants: Option<Vec<Grant>>) -> Self {
+        Self { grants }
+    }
+
+    /// Whether the grants allow `verb` on `kind` (or its `subresource`) in `namespace`.
+    pub fn allows(
+        &self,
+        kind: &GroupVersionKind,
+        subresource: Option<&str>,
+        verb: Verb,
+        namespace: Option<&str>,
+    ) -> bool {
+        let Some(grants) = &self.grants else {
+            return true;
+        };
+        let mut resource = resource_of(kind);
+        if let Some(subresource) = subresource {
+            resource = format!("{resource}/{subresource}");
+        }
+        grants
+            .iter()
+            .any(|g| g.permits(&kind.group, &resource, verb, namespace))
+    }
+
+    /// The part of `required` the grants do not allow, one requirement per resource and
+    /// namespace with only the missing verbs.
+    pub fn missing(&self, required: &[Requirement]) -> Vec<Requirement> {
+        let Some(grants) = &self.grants else {
+            return Vec::new();
+        };
+        required
+            .iter()
+            .filter_map(|r| {
+                let verbs: Vec<Verb> = r
+                    .verbs
+                    .iter()
+                    .copied()
+                    .filter(|&verb| {
+                        !grants.iter().any(|g| {
+                            g.permits(&r.api_group, &r.resource, verb, r.namespace.as_deref())
+                        })
+                    })
+                    .collect();
+                (!verbs.is_empty()).then(|| Requirement { verbs, ..r.clone() })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::cluster::selection::Selection;
+    use crate::config::Config;
+    use crate::wasm::declaration::{Mapping, Watch};
+
+    fn kind(group: &str, version: &str, kind: &str) -> GroupVersionKind {
+        GroupVersionKind::gvk(group, version, kind)
+    }
+
+    /// The podset example's declaration.
+    pub(crate) fn podset_metadata() -> Metadata {
+        Metadata {
+            name: "podset".into(),
+            primary: Selection {
+                kind: kind("kubewasm.dev", "v1alpha1", "PodSet"),
+                namespace: None,
+                selector: None,
+            },
+            owns: vec![kind("", "v1", "Pod")],
+            watches: vec![Watch {
+                selection: Selection {
+                    kind: kind("", "v1", "Pod"),
+                    namespace: None,
+                    selector: None,
+                },
+                mapping: Mapping::Guest,
+            }],
+            finalizer: Some("kubewasm.dev/cleanup".into()),
+            max_concurrency: 1,
+            resync: None,
+        }
+    }
+
+    fn grants(yaml: &str) -> Permissions {
+        let config = Config::from_yaml(
+            &format!("modules: [{{path: a.wasm, grants: {yaml}}}]"),
+            std::path::Path::new(""),
+        )
+        .unwrap();
+        Permissions::new(config.modules[0].grants.clone())
+    }
+
+    #[test]
+    fn a_declaration_needs_reads_of_every_kind_and_patch_for_its_finalizer() {
+        let needs: Vec<String> = required(&podset_metadata(), &["team-a".into()])
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            needs,
+            [
+                "get,list,watch,patch podsets (kubewasm.dev) in namespace team-a",
+                "get,list,watch pods (core) in namespace team-a",
+                "get,list,watch pods (core) in all namespaces",
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_lists_only_the_verbs_not_granted() {
+        let permissions = grants(
+            "[{apiGroups: [kubewasm.dev], resources: [podsets], verbs: [get, list, watch]},
+              {apiGroups: [''], resources: [pods], verbs: ['*'], namespaces: [team-a]}]",
+        );
+        let missing: Vec<String> = permissions
+            .missing(&required(&podset_metadata(), &["team-a".into()]))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            missing,
+            [
+                "patch podsets (kubewasm.dev) in namespace team-a",
+                "get,list,watch pods (core) in all namespaces",
+            ]
+        );
+    }
+
+    #[test]
+    fn no_grants_configured_allows_everything_and_empty_grants_nothing() {
+        let pods = kind("", "v1", "Pod");
+        let open = Permissions::new(None);
+        assert!(open.allows(&pods, None, Verb::Delete, Some("x")));
+        assert!(open.missing(&required(&podset_metadata(), &[])).is_empty());
+        let closed = grants("[]");
+        assert!(!closed.allows(&pods, None, Verb::Get, Some("x")));
+        assert_eq!(closed.missing(&required(&podset_metadata(), &[])).len(), 2);
+    }
+
+    #[test]
+    fn subresources_and_namespaces_are_matched() {
+        let permissions = grants(
+            "[{apiGroups: [kubewasm.dev], resources: [podsets/status], verbs: [patch], namespaces: [a]}]",
+        );
+        let podset = kind("kubewasm.dev", "v1alpha1", "PodSet");
+        assert!(permissions.allows(&podset, Some("status"), Verb::Patch, Some("a")));
+        assert!(!permissions.allows(&podset, None, Verb::Patch, Some("a")));
+        assert!(!permissions.allows(&podset, Some("status"), Verb::Patch, Some("b")));
+        assert!(!permissions.allows(&podset, Some("status"), Verb::Patch, None));
+        assert_eq!(
+            resource_of(&kind("", "v1", "NetworkPolicy")),
+            "networkpolicies"
+        );
+    }
+}

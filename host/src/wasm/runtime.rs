@@ -1,0 +1,546 @@
+//! The WebAssembly runtime: one engine per process, one linker per contract version, and a
+//! fresh store per call with a wall-clock deadline and a memory limit.
+//!
+//! This is the only module that configures wasmtime. The engine interrupts guests with epochs
+//! ticked by a background thread that holds only a weak reference to the engine, so dropping
+//! the runtime stops the thread. Guests get WASI with no filesystem, network, environment,
+//! arguments or stdin, and at most [`MAX_RANDOM_BYTES`] of randomness per call to
+//! `get-random-bytes`; their stdout and stderr are captured up to the call's log cap (see
+//! [`crate::wasm::limits`]). A store's resource limiter records whether a memory could not grow, so
+//! that running out of memory is told apart from other traps. A deterministic runtime also stops
+//! their wall clock and seeds their random sources, so that the same call on the same inputs
+//! behaves the same every time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
+    StoreLimits, StoreLimitsBuilder, UpdateDeadline,
+};
+use wasmtime_wasi::{Deterministic, HostWallClock, WasiCtx, WasiCtxView, WasiView};
+
+use crate::wasm::bindings::{Controller, ControllerPre};
+use crate::wasm::compile_cache::CompileCache;
+use crate::wasm::env::CallContext;
+use crate::wasm::limits::{Capture, Captured, LogBudget};
+
+/// How often the epoch advances: the granularity of deadlines and of yielding to other tasks.
+pub const TICK: Duration = Duration::from_millis(5);
+
+/// The most randomness one `get-random-bytes` call may ask for (64 KiB): seeds and keys need a
+/// few dozen bytes, and the host allocates what is asked for before handing it over.
+pub const MAX_RANDOM_BYTES: u64 = 64 * 1024;
+
+// Instances, tables and memories one store may create: a component built by `cargo` for
+// `wasm32-wasip2` uses a handful of each.
+const INSTANCES: usize = 32;
+const TABLES: usize = 64;
+const MEMORIES: usize = 8;
+
+/// Elements of one table: the pooling allocator's default, applied to on-demand allocation too.
+const TABLE_ELEMENTS: usize = 20_000;
+
+/// The wall-clock time guests of a deterministic runtime see, since the Unix epoch:
+/// 2026-01-01T00:00:00Z.
+pub const FIXED_WALL_CLOCK: Duration = Duration::from_secs(1_767_225_600);
+
+/// How many bytes the random sources of a deterministic runtime yield before repeating.
+const RANDOM_CYCLE: usize = 4096;
+
+/// `wasi:random/insecure-seed` of a deterministic runtime: "kubewasm" twice, in ASCII.
+const INSECURE_SEED: u128 = 0x6b75_6265_7761_736d_6b75_6265_7761_736d;
+
+/// Errors of the runtime itself.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The engine could not be created with the requested configuration.
+    #[error("creating the WebAssembly engine: {0}")]
+    Engine(#[source] wasmtime::Error),
+    /// The host imports could not be linked.
+    #[error("linking host imports: {0}")]
+    Link(#[source] wasmtime::Error),
+}
+
+/// Limits applied to every call into a guest; see [`crate::config::Limits`] for what each
+/// means and its default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock deadline of one call, including time spent in host imports.
+    pub timeout: Duration,
+    /// Maximum size of the guest's linear memories, in bytes.
+    pub memory_bytes: usize,
+    /// Deadline of one host import that talks to the API server.
+    pub host_call_timeout: Duration,
+    /// Largest JSON of one apply or patch.
+    pub write_bytes: usize,
+    /// Log output of one call: `log` lines, and stdout and stderr each.
+    pub log_bytes: usize,
+    /// Longest error message of a reconcile or finalize.
+    pub error_bytes: usize,
+    /// Most keys one `map-keys` call may return.
+    pub map_keys: usize,
+    /// Guest output lines per second forwarded to the host's log.
+    pub log_lines_per_second: u32,
+}
+
+impl From<crate::config::Limits> for Limits {
+    /// The limits of a module's configuration; a size beyond the address space is capped to it.
+    fn from(limits: crate::config::Limits) -> Self {
+        let size = |bytes: u64| usize::try_from(bytes).unwrap_or(usize::MAX);
+        Self {
+            timeout: limits.timeout,
+            memory_bytes: size(limits.memory_bytes),
+            host_call_timeout: limits.host_call_timeout,
+            write_bytes: size(limits.write_bytes),
+            log_bytes: size(limits.log_bytes),
+            error_bytes: size(limits.error_bytes),
+            map_keys: size(limits.map_keys.into()),
+            log_lines_per_second: limits.log_lines_per_second,
+        }
+    }
+}
+
+impl Default for Limits {
+    /// The configuration's defaults.
+    fn default() -> Self {
+        crate::config::Limits::default().into()
+    }
+}
+
+/// What a store carries for one call: WASI state, limits and the guest's view of the host.
+pub struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: Limiter,
+    /// The guest's context: its cache, its writer, its permissions and the request's scope.
+    pub context: CallContext,
+    /// The limits of this call.
+    pub limits: Limits,
+    /// What the `log` import may still write in this call.
+    pub log_budget: LogBudget,
+    stdout: Capture,
+    stderr: Capture,
+}
+
+impl CallState {
+    fn new(
+        context: CallContext,
+        limits: Limits,
+        wasi: WasiCtx,
+        memory: StoreLimits,
+        (stdout, stderr): (Capture, Capture),
+    ) -> Self {
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: Limiter {
+                limits: memory,
+                memory_exhausted: false,
+                memory_bytes: 0,
+            },
+            context,
+            limits,
+            log_budget: LogBudget::new(limits.log_bytes),
+            stdout,
+            stderr,
+        }
+    }
+
+    /// What the guest wrote to stdout and stderr, each cut at the call's `log_bytes`.
+    pub fn output(&self) -> (Captured, Captured) {
+        (self.stdout.contents(), self.stderr.contents())
+    }
+
+    /// Whether the guest asked for more memory than its limit allows, or a memory could not
+    /// grow for another reason, during this call.
+    pub fn memory_exhausted(&self) -> bool {
+        self.limiter.memory_exhausted
+    }
+
+    /// Bytes of linear memory the store's instances hold: every memory's initial size plus
+    /// every growth granted so far. Memories never shrink, so this is also the peak.
+    pub fn memory_bytes(&self) -> usize {
+        self.limiter.memory_bytes
+    }
+}
+
+/// A store's resource limiter: [`StoreLimits`], remembering whether a memory could not grow.
+struct Limiter {
+    limits: StoreLimits,
+    memory_exhausted: bool,
+    memory_bytes: usize,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let grow = self.limits.memory_growing(current, desired, maximum);
+        if matches!(grow, Ok(true)) {
+            // Creating a memory asks for its initial size with `current` 0.
+            self.memory_bytes += desired.saturating_sub(current);
+        } else {
+            self.memory_exhausted = true;
+        }
+        grow
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.memory_exhausted = true;
+        self.limits.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// The engine and linker shared by every module.
+///
+/// **Warning:** the epoch ticker is a thread; create one runtime per process.
+#[derive(Clone)]
+pub struct Runtime {
+    engine: Engine,
+    linker: Arc<Linker<CallState>>,
+    deterministic: bool,
+    cache: Option<CompileCache>,
+    /// Pre-linked components of live modules, by digest (see [`Runtime::linked`]).
+    linked: Arc<Mutex<HashMap<String, Weak<ControllerPre<CallState>>>>>,
+}
+
+/// A component ready to be linked.
+pub struct Compiled {
+    /// The component.
+    pub component: Component,
+    /// Whether it was read from the compile cache instead of compiled.
+    pub cached: bool,
+}
+
+impl Runtime {
+    /// Creates the engine (pooling allocator when the system allows it, on-demand otherwise),
+    /// links WASI and the controller imports, and starts the epoch ticker.
+    pub fn new() -> Result<Self, RuntimeError> {
+        Self::build(false, true)
+    }
+
+    /// As [`Runtime::new`] but with epoch interruption off, so calls have no wall-clock
+    /// deadline: for measuring what deadlines cost, never for running guests.
+    pub fn without_deadlines() -> Result<Self, RuntimeError> {
+        Self::build(false, false)
+    }
+
+    /// As [`Runtime::new`], except that every store gives guests a wall clock stopped at
+    /// [`FIXED_WALL_CLOCK`] and random sources (secure, insecure and the insecure seed) that
+    /// yield the same values in every call. The monotonic clock keeps running, so deadlines and
+    /// sleeps behave as usual. For rendering and tests, not for running controllers.
+    pub fn deterministic() -> Result<Self, RuntimeError> {
+        Self::build(true, true)
+    }
+
+    fn build(deterministic: bool, epochs: bool) -> Result<Self, RuntimeError> {
+        let engine = match Engine::new(&config(true, epochs)) {
+            Ok(engine) => engine,
+            Err(error) => {
+                tracing::warn!(%error, "pooling allocator unavailable; using on-demand allocation");
+                Engine::new(&config(false, epochs)).map_err(RuntimeError::Engine)?
+            }
+        };
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(RuntimeError::Link)?;
+        Controller::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |state| state)
+            .map_err(RuntimeError::Link)?;
+        if epochs {
+            spawn_ticker(&engine);
+        }
+        Ok(Self {
+            engine,
+            linker: Arc::new(linker),
+            deterministic,
+            cache: None,
+            linked: Arc::default(),
+        })
+    }
+
+    /// Keeps compiled modules in `dir` across restarts (see [`CompileCache`]).
+    pub fn with_compile_cache(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.cache = Some(CompileCache::new(dir, &self.engine));
+        self
+    }
+
+    /// The linker with every import a guest may use.
+    pub fn linker(&self) -> &Linker<CallState> {
+        &self.linker
+    }
+
+    /// Compiles component bytes whose SHA-256 is `digest`, or reads them from the compile
+    /// cache. CPU-heavy: call it off the async executor. A failure to write the cache is logged
+    /// and costs only a later compilation.
+    pub fn compile(&self, bytes: &[u8], digest: &str) -> wasmtime::Result<Compiled> {
+        if let Some(component) = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.get(&self.engine, digest))
+        {
+            return Ok(Compiled {
+                component,
+                cached: true,
+            });
+        }
+        let component = Component::new(&self.engine, bytes)?;
+        if let Some(cache) = &self.cache
+            && let Err(error) = cache.put(digest, &component)
+        {
+            tracing::warn!(%error, "compiled module not cached");
+        }
+        Ok(Compiled {
+            component,
+            cached: false,
+        })
+    }
+
+    /// The pre-linked component of the bytes with SHA-256 `digest`, while a module loaded from
+    /// them is alive: modules of the same bytes share one copy of the compiled code.
+    pub fn linked(&self, digest: &str) -> Option<Arc<ControllerPre<CallState>>> {
+        let linked = self.linked.lock().expect("linked lock");
+        linked.get(digest).and_then(Weak::upgrade)
+    }
+
+    /// Offers `pre`, linked from the bytes with SHA-256 `digest`, to later loads of the same
+    /// bytes for as long as a module holds it.
+    pub fn share(&self, digest: &str, pre: &Arc<ControllerPre<CallState>>) {
+        let mut linked = self.linked.lock().expect("linked lock");
+        linked.retain(|_, pre| pre.strong_count() > 0);
+        linked.insert(digest.to_owned(), Arc::downgrade(pre));
+    }
+
+    /// A store for one call. The deadline starts now; every epoch tick before it yields to
+    /// other tasks, the first tick after it traps.
+    pub fn store(&self, context: CallContext, limits: &Limits) -> Store<CallState> {
+        let stdout = Capture::new(limits.log_bytes);
+        let stderr = Capture::new(limits.log_bytes);
+        let mut wasi = WasiCtx::builder();
+        // wasmtime-wasi 48 grants none of this by default (no preopens, environment or
+        // arguments are added here either); denied explicitly so that a changed default cannot
+        // grant it.
+        wasi.stdin(tokio::io::empty())
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .socket_addr_check(|_, _| Box::pin(async { false }))
+            .max_random_size(MAX_RANDOM_BYTES);
+        if self.deterministic {
+            wasi.wall_clock(FixedWallClock)
+                .secure_random(Deterministic::new(random_bytes(1)))
+                .insecure_random(Deterministic::new(random_bytes(2)))
+                .insecure_random_seed(INSECURE_SEED);
+        }
+        let memory = StoreLimitsBuilder::new()
+            .memory_size(limits.memory_bytes)
+            .table_elements(TABLE_ELEMENTS)
+            .instances(INSTANCES)
+            .tables(TABLES)
+            .memories(MEMORIES)
+            .trap_on_grow_failure(true)
+            .build();
+        let state = CallState::new(context, *limits, wasi.build(), memory, (stdout, stderr));
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        let deadline = Instant::now() + limits.timeout;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        store
+    }
+
+    /// A store for one call without the safeguards of [`Runtime::store`], to measure what they
+    /// cost: no memory limit, no deadline (the epoch deadline lies beyond any run), and stdout
+    /// and stderr discarded instead of captured. The caps of the imports stay at their
+    /// defaults. Not for running guests: nothing bounds them.
+    pub fn bare_store(&self, context: CallContext) -> Store<CallState> {
+        let state = CallState::new(
+            context,
+            Limits::default(),
+            WasiCtx::builder().build(),
+            StoreLimits::default(),
+            (Capture::new(0), Capture::new(0)),
+        );
+        let mut store = Store::new(&self.engine, state);
+        store.set_epoch_deadline(u64::MAX / 2);
+        store
+    }
+}
+
+/// The wall clock of a deterministic runtime.
+struct FixedWallClock;
+
+impl HostWallClock for FixedWallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    fn now(&self) -> Duration {
+        FIXED_WALL_CLOCK
+    }
+}
+
+/// [`RANDOM_CYCLE`] bytes of the splitmix64 sequence starting at `seed`.
+fn random_bytes(mut seed: u64) -> Vec<u8> {
+    (0..RANDOM_CYCLE / 8)
+        .flat_map(|_| splitmix64(&mut seed).to_le_bytes())
+        .collect()
+}
+
+/// The next value of Vigna's splitmix64 generator.
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn config(pooling: bool, epochs: bool) -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(epochs);
+    // Synchronous component calls are several times slower with concurrency support on, and
+    // the contract has no async functions.
+    config.concurrency_support(false);
+    if pooling {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(1_000)
+            .total_core_instances(4_000)
+            .total_memories(2_000)
+            .total_tables(4_000)
+            .total_stacks(1_000)
+            .max_memory_size(1 << 30);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    config
+}
+
+fn spawn_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("kubewasm-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(TICK);
+            }
+        })
+        .expect("spawning the epoch thread");
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime_wasi::cli::WasiCliView;
+    use wasmtime_wasi::filesystem::WasiFilesystemView;
+    use wasmtime_wasi::p2::bindings::cli::environment::Host as _;
+    use wasmtime_wasi::p2::bindings::filesystem::preopens::Host as _;
+    use wasmtime_wasi::p2::bindings::sockets::instance_network::Host as _;
+    use wasmtime_wasi::p2::bindings::sockets::ip_name_lookup::Host as _;
+    use wasmtime_wasi::p2::bindings::sockets::network::IpAddressFamily;
+    use wasmtime_wasi::p2::bindings::sockets::tcp_create_socket::Host as _;
+    use wasmtime_wasi::p2::bindings::sockets::udp_create_socket::Host as _;
+    use wasmtime_wasi::sockets::WasiSocketsView;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn memory_bytes_counts_initial_sizes_and_growth() {
+        const PAGE: usize = 64 * 1024;
+        let runtime = Runtime::new().unwrap();
+        let wat = r#"(component
+            (core module $m
+                (memory 2)
+                (func (export "grow") (drop (memory.grow (i32.const 3)))))
+            (core instance $i (instantiate $m))
+            (func (export "grow") (canon lift (core func $i "grow"))))"#;
+        let component = runtime.compile(wat.as_bytes(), "memory").unwrap().component;
+        let mut store = runtime.store(CallContext::for_tests("memory"), &Limits::default());
+        let instance = Linker::new(&runtime.engine)
+            .instantiate_async(&mut store, &component)
+            .await
+            .unwrap();
+        assert_eq!(store.data().memory_bytes(), 2 * PAGE);
+
+        let grow = instance
+            .get_typed_func::<(), ()>(&mut store, "grow")
+            .unwrap();
+        grow.call_async(&mut store, ()).await.unwrap();
+        assert_eq!(store.data().memory_bytes(), 5 * PAGE);
+    }
+
+    #[tokio::test]
+    async fn guests_get_no_filesystem_network_environment_or_arguments() {
+        let runtime = Runtime::new().unwrap();
+        let context = CallContext::for_tests("sandbox");
+        let mut store = runtime.store(context, &Limits::default());
+        let state = store.data_mut();
+
+        let mut cli = state.cli();
+        assert!(cli.get_environment().unwrap().is_empty());
+        assert!(cli.get_arguments().unwrap().is_empty());
+        assert_eq!(cli.initial_cwd().unwrap(), None);
+        assert!(state.filesystem().get_directories().unwrap().is_empty());
+
+        let mut sockets = state.sockets();
+        assert!(sockets.create_tcp_socket(IpAddressFamily::Ipv4).is_err());
+        assert!(
+            sockets
+                .create_udp_socket(IpAddressFamily::Ipv6)
+                .await
+                .is_err()
+        );
+        let network = sockets.instance_network().unwrap();
+        assert!(
+            sockets
+                .resolve_addresses(network, "localhost".into())
+                .is_err()
+        );
+    }
+}
