@@ -329,3 +329,116 @@ async fn run(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+    use serde_json::json;
+
+    use super::*;
+
+    fn status(code: u16) -> Box<Status> {
+        let status =
+            json!({"code": code, "message": "configmaps is forbidden", "reason": "Forbidden"});
+        Box::new(serde_json::from_value(status).unwrap())
+    }
+
+    #[test]
+    fn a_403_at_any_stage_is_told_apart_from_other_failures() {
+        for error in [
+            watcher::Error::InitialListFailed(kube::Error::Api(status(403))),
+            watcher::Error::WatchStartFailed(kube::Error::Api(status(403))),
+            watcher::Error::WatchFailed(kube::Error::Api(status(403))),
+            watcher::Error::WatchError(status(403)),
+        ] {
+            assert_eq!(
+                forbidden(&error),
+                Some("configmaps is forbidden"),
+                "{error}"
+            );
+        }
+        for error in [
+            watcher::Error::InitialListFailed(kube::Error::Api(status(404))),
+            watcher::Error::WatchError(status(500)),
+            watcher::Error::NoResourceVersion,
+        ] {
+            assert_eq!(forbidden(&error), None, "{error}");
+        }
+    }
+
+    /// A registry whose informers never reach an API server: nothing listens at its address.
+    fn informers() -> Informers {
+        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        Informers::new(Arc::new(Resources::new(client)))
+    }
+
+    fn configmaps(namespace: &str, selector: Option<&str>) -> Selection {
+        Selection {
+            kind: GroupVersionKind::gvk("", "v1", "ConfigMap"),
+            namespace: Some(namespace.into()),
+            selector: selector.map(|s| s.parse().unwrap()),
+        }
+    }
+
+    fn configmap(name: &str, labels: serde_json::Value, version: &str) -> CachedObject {
+        let object = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "a", "labels": labels, "resourceVersion": version, "uid": name},
+        });
+        CachedObject::new(serde_json::from_value(object).unwrap())
+    }
+
+    #[tokio::test]
+    async fn one_informer_per_selection_shared_until_the_last_holder_lets_go() {
+        let informers = informers();
+        let first = informers.acquire(&configmaps("a", None));
+        let again = informers.acquire(&configmaps("a", None));
+        assert!(Arc::ptr_eq(&first, &again));
+        let selected = informers.acquire(&configmaps("a", Some("app=web")));
+        assert!(!Arc::ptr_eq(&first, &selected));
+        assert_eq!(informers.running().len(), 2);
+        assert!(!first.is_synced(), "nothing has listed");
+
+        drop((first, again));
+        let running = informers.running();
+        assert_eq!(running.len(), 1);
+        assert_eq!(running[0].selection(), &configmaps("a", Some("app=web")));
+    }
+
+    #[tokio::test]
+    async fn handlers_see_recorded_writes_in_the_selection_until_unsubscribed() {
+        let informers = informers();
+        let informer = informers.acquire(&configmaps("a", Some("app=web")));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let subscription = informer.subscribe({
+            let seen = seen.clone();
+            Arc::new(move |change: &Change| {
+                let name = change.new.as_ref().map(|o| o.name.clone());
+                seen.lock().unwrap().push(name);
+            })
+        });
+        let lists = informer.store().lists();
+        informer.record_write(&configmap("web", json!({"app": "web"}), "5"), lists);
+        informer.record_write(&configmap("db", json!({"app": "db"}), "6"), lists);
+        assert_eq!(*seen.lock().unwrap(), [Some("web".to_owned())]);
+        assert!(
+            informer
+                .store()
+                .get(&configmap("db", json!({}), "6").key())
+                .is_none()
+        );
+
+        drop(subscription);
+        informer.record_write(&configmap("web", json!({"app": "web"}), "7"), lists);
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            1,
+            "an unsubscribed handler is not called"
+        );
+        let cached = informer
+            .store()
+            .get(&configmap("web", json!({}), "7").key());
+        assert_eq!(cached.unwrap().resource_version.as_deref(), Some("7"));
+    }
+}

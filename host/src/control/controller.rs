@@ -28,7 +28,7 @@ use crate::control::trigger;
 use crate::histogram::{Histogram, RECONCILE_TIME_BUCKETS};
 use crate::wasm::backend::Scope;
 use crate::wasm::bindings::types::{self, Reason};
-use crate::wasm::declaration::Mapping;
+use crate::wasm::declaration::{Mapping, Metadata};
 use crate::wasm::dispatch::{self, Entry, Failure, Outcome};
 use crate::wasm::env::{CallTimes, GuestEnv};
 use crate::wasm::module::Module;
@@ -126,38 +126,15 @@ impl Controller {
         settings: Settings,
         tasks: &TaskTracker,
     ) -> Arc<Self> {
-        let metadata = &module.metadata;
-        let namespaces = metadata.namespaces(&settings.namespaces);
-        let in_each_namespace = |kind: &GroupVersionKind, selector: Option<&LabelSelector>| {
-            namespaces
-                .iter()
-                .map(|namespace| Selection {
-                    kind: kind.clone(),
-                    namespace: namespace.clone(),
-                    selector: selector.cloned(),
-                })
-                .collect::<Vec<_>>()
-        };
-        let primaries =
-            in_each_namespace(&metadata.primary.kind, metadata.primary.selector.as_ref());
-        let owned: Vec<Selection> = metadata
-            .owns
-            .iter()
-            .flat_map(|kind| in_each_namespace(kind, None))
-            .collect();
-        let all: Vec<Selection> = primaries
-            .iter()
-            .chain(&owned)
-            .chain(metadata.watches.iter().map(|w| &w.selection))
-            .cloned()
-            .collect();
+        let plan = Plan::new(&module.metadata, &settings.namespaces);
+        let all = plan.all();
         let view = |selection: &Selection| View::new(selection, &all, informers);
-        let primaries: Vec<View> = primaries.iter().map(view).collect();
-        let owned: Vec<View> = owned.iter().map(view).collect();
-        let watched: Vec<(View, Mapping)> = metadata
-            .watches
+        let primaries: Vec<View> = plan.primaries.iter().map(view).collect();
+        let owned: Vec<View> = plan.owned.iter().map(view).collect();
+        let watched: Vec<(View, Mapping)> = plan
+            .watched
             .iter()
-            .map(|w| (view(&w.selection), w.mapping.clone()))
+            .map(|(selection, mapping)| (view(selection), mapping.clone()))
             .collect();
         let mut readable: Vec<Arc<Informer>> = Vec::new();
         for view in primaries
@@ -176,7 +153,7 @@ impl Controller {
         ));
         let env = Arc::new(GuestEnv::new(
             &settings.name,
-            metadata.declared(),
+            module.metadata.declared(),
             backend.clone(),
             settings.limits.host_call_timeout,
             Permissions::new(settings.grants.clone()),
@@ -270,18 +247,9 @@ impl Controller {
         };
         let module = self.module();
         for object in objects {
-            let kind = object.value["apiVersion"]
-                .as_str()
-                .zip(object.value["kind"].as_str())
-                .and_then(|(api_version, kind)| {
-                    let version = api_version.parse::<GroupVersion>().ok()?;
-                    Some(types::Gvk {
-                        group: version.group,
-                        version: version.version,
-                        kind: kind.to_owned(),
-                    })
-                });
-            let Some(kind) = kind else { continue };
+            let Some(kind) = kind_of(&object.value) else {
+                continue;
+            };
             match dispatch::map_keys(
                 &self.runtime,
                 &module,
@@ -542,6 +510,74 @@ impl Controller {
     }
 }
 
+/// The selections a guest reads, each in the namespaces it runs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Plan {
+    /// Its primary kind and selector, once per namespace.
+    primaries: Vec<Selection>,
+    /// Its owned kinds, each once per namespace.
+    owned: Vec<Selection>,
+    /// Its watches as declared, with their mappings.
+    watched: Vec<(Selection, Mapping)>,
+}
+
+impl Plan {
+    /// The plan of `metadata` run in the `configured` namespaces (see [`Metadata::namespaces`]).
+    fn new(metadata: &Metadata, configured: &[String]) -> Self {
+        let namespaces = metadata.namespaces(configured);
+        let in_each_namespace = |kind: &GroupVersionKind, selector: Option<&LabelSelector>| {
+            namespaces
+                .iter()
+                .map(|namespace| Selection {
+                    kind: kind.clone(),
+                    namespace: namespace.clone(),
+                    selector: selector.cloned(),
+                })
+                .collect::<Vec<_>>()
+        };
+        Self {
+            primaries: in_each_namespace(
+                &metadata.primary.kind,
+                metadata.primary.selector.as_ref(),
+            ),
+            owned: metadata
+                .owns
+                .iter()
+                .flat_map(|kind| in_each_namespace(kind, None))
+                .collect(),
+            watched: metadata
+                .watches
+                .iter()
+                .map(|w| (w.selection.clone(), w.mapping.clone()))
+                .collect(),
+        }
+    }
+
+    /// Every selection: primaries, then owned, then watched.
+    fn all(&self) -> Vec<Selection> {
+        self.primaries
+            .iter()
+            .chain(&self.owned)
+            .chain(self.watched.iter().map(|(s, _)| s))
+            .cloned()
+            .collect()
+    }
+}
+
+/// The kind an object names in its `apiVersion` and `kind`, as the contract passes it to
+/// `map-keys`; `None` if either is missing.
+fn kind_of(object: &serde_json::Value) -> Option<types::Gvk> {
+    let version = object["apiVersion"]
+        .as_str()?
+        .parse::<GroupVersion>()
+        .ok()?;
+    Some(types::Gvk {
+        group: version.group,
+        version: version.version,
+        kind: object["kind"].as_str()?.to_owned(),
+    })
+}
+
 async fn resync(controller: Weak<Controller>, stop: CancellationToken, period: Duration) {
     let mut ticks = tokio::time::interval(period);
     ticks.tick().await;
@@ -558,5 +594,104 @@ async fn resync(controller: Weak<Controller>, stop: CancellationToken, period: D
                 controller.queue.add(key, Reason::Resync);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::wasm::declaration::Watch;
+
+    fn selection(kind: &GroupVersionKind, namespace: Option<&str>) -> Selection {
+        Selection {
+            kind: kind.clone(),
+            namespace: namespace.map(str::to_owned),
+            selector: None,
+        }
+    }
+
+    fn metadata() -> Metadata {
+        let podset = GroupVersionKind::gvk("kubewasm.dev", "v1", "PodSet");
+        Metadata {
+            name: "podset".into(),
+            primary: Selection {
+                selector: Some("tier=web".parse().unwrap()),
+                ..selection(&podset, Some("declared"))
+            },
+            owns: vec![GroupVersionKind::gvk("", "v1", "Pod")],
+            watches: vec![Watch {
+                selection: selection(&GroupVersionKind::gvk("", "v1", "Node"), None),
+                mapping: Mapping::Guest,
+            }],
+            finalizer: None,
+            max_concurrency: 2,
+            resync: None,
+        }
+    }
+
+    #[test]
+    fn a_plan_runs_primaries_and_owned_kinds_in_each_configured_namespace() {
+        let metadata = metadata();
+        let pod = GroupVersionKind::gvk("", "v1", "Pod");
+        let plan = Plan::new(&metadata, &["a".into(), "b".into()]);
+        let primaries: Vec<_> = plan
+            .primaries
+            .iter()
+            .map(|s| {
+                (
+                    s.namespace.as_deref(),
+                    s.selector.as_ref().map(ToString::to_string),
+                )
+            })
+            .collect();
+        assert_eq!(
+            primaries,
+            [
+                (Some("a"), Some("tier=web".into())),
+                (Some("b"), Some("tier=web".into()))
+            ]
+        );
+        assert_eq!(
+            plan.owned,
+            [selection(&pod, Some("a")), selection(&pod, Some("b"))]
+        );
+        // Watches keep the namespace they declare.
+        assert_eq!(
+            plan.watched,
+            [(metadata.watches[0].selection.clone(), Mapping::Guest)]
+        );
+        assert_eq!(plan.all().len(), 5);
+    }
+
+    #[test]
+    fn without_configured_namespaces_a_plan_uses_the_declared_one() {
+        let plan = Plan::new(&metadata(), &[]);
+        assert_eq!(plan.primaries.len(), 1);
+        assert_eq!(plan.primaries[0].namespace.as_deref(), Some("declared"));
+        assert_eq!(plan.owned[0].namespace.as_deref(), Some("declared"));
+        let all = plan.all();
+        assert_eq!(
+            all.iter().map(|s| s.kind.kind.as_str()).collect::<Vec<_>>(),
+            ["PodSet", "Pod", "Node"]
+        );
+    }
+
+    #[test]
+    fn map_keys_gets_the_kind_an_object_names() {
+        let kind = kind_of(&json!({"apiVersion": "apps/v1", "kind": "Deployment"})).unwrap();
+        assert_eq!(
+            (
+                kind.group.as_str(),
+                kind.version.as_str(),
+                kind.kind.as_str()
+            ),
+            ("apps", "v1", "Deployment")
+        );
+        let core = kind_of(&json!({"apiVersion": "v1", "kind": "Pod"})).unwrap();
+        assert_eq!((core.group.as_str(), core.version.as_str()), ("", "v1"));
+        assert!(kind_of(&json!({"kind": "Pod"})).is_none());
+        assert!(kind_of(&json!({"apiVersion": "v1"})).is_none());
     }
 }

@@ -395,3 +395,87 @@ fn settings(
         grants: config.grants.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use kube::api::GroupVersionKind;
+
+    use super::*;
+    use crate::cluster::selection::Selection;
+
+    fn declared(resync: Option<Duration>) -> Metadata {
+        Metadata {
+            name: "declared".into(),
+            primary: Selection {
+                kind: GroupVersionKind::gvk("", "v1", "ConfigMap"),
+                namespace: None,
+                selector: None,
+            },
+            owns: Vec::new(),
+            watches: Vec::new(),
+            finalizer: None,
+            max_concurrency: 3,
+            resync,
+        }
+    }
+
+    fn module_config(yaml: &str) -> ModuleConfig {
+        let config = Config::from_yaml(yaml, Path::new("/modules")).unwrap();
+        config.modules[0].clone()
+    }
+
+    #[test]
+    fn the_configuration_overrides_what_the_module_declares() {
+        let config = module_config(
+            "modules:\n  - path: a.wasm\n    name: renamed\n    maxConcurrency: 7\n    resyncSeconds: 30\n    namespaces: [a]\n",
+        );
+        let metadata = declared(Some(Duration::from_secs(600)));
+        let settings = settings(
+            &config,
+            &metadata,
+            Limits::default(),
+            QueueConfig::default(),
+        );
+        assert_eq!(settings.name, "renamed");
+        assert_eq!(settings.max_concurrency, 7);
+        assert_eq!(settings.resync, Some(Duration::from_secs(30)));
+        assert_eq!(settings.namespaces, ["a"]);
+    }
+
+    #[test]
+    fn without_configuration_the_declaration_holds() {
+        let config = module_config("modules:\n  - path: a.wasm\n");
+        let metadata = declared(Some(Duration::from_secs(600)));
+        let settings = settings(
+            &config,
+            &metadata,
+            Limits::default(),
+            QueueConfig::default(),
+        );
+        assert_eq!(settings.name, "declared");
+        assert_eq!(settings.max_concurrency, 3);
+        assert_eq!(settings.resync, Some(Duration::from_secs(600)));
+        assert!(settings.namespaces.is_empty());
+        assert_eq!(settings.grants, None);
+    }
+
+    #[tokio::test]
+    async fn a_module_that_does_not_load_starts_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("bad.wasm"), "not a component").unwrap();
+        let config = Config::from_yaml("modules:\n  - path: bad.wasm\n", dir.path()).unwrap();
+        // Nothing listens there: the host must fail before it reaches the API server.
+        let client =
+            Client::try_from(kube::Config::new("https://127.0.0.1:9".parse().unwrap())).unwrap();
+        let error = Host::start(&config, client, Runtime::new().unwrap(), false)
+            .await
+            .err()
+            .expect("the module is refused");
+        assert!(
+            matches!(&error, HostError::Load(LoadError::Compile { path, .. }) if path.ends_with("bad.wasm")),
+            "{error}"
+        );
+    }
+}

@@ -237,3 +237,70 @@ impl Backend for Sealed {
         sealed()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Loads `bytes` from a file, as the host loads a configured module.
+    async fn load_bytes(bytes: &[u8]) -> Result<Arc<Module>, LoadError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("guest.wasm");
+        std::fs::write(&path, bytes).unwrap();
+        load(&Runtime::new().unwrap(), &path, &Limits::default()).await
+    }
+
+    #[tokio::test]
+    async fn a_missing_file_is_a_read_error() {
+        let error = load(
+            &Runtime::new().unwrap(),
+            Path::new("/nonexistent/guest.wasm"),
+            &Limits::default(),
+        )
+        .await
+        .err()
+        .unwrap();
+        assert!(matches!(error, LoadError::Read { .. }), "{error}");
+    }
+
+    #[tokio::test]
+    async fn text_is_refused_before_the_compiler_sees_it() {
+        // Valid WebAssembly text: the compiler would accept it, the host must not.
+        let error = load_bytes(b"(component)").await.err().unwrap();
+        assert!(
+            matches!(&error, LoadError::Compile { message, .. } if message.contains("magic bytes")),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_core_module_and_garbage_after_the_magic_are_not_components() {
+        for bytes in [
+            wat::parse_str("(module)").unwrap(),
+            b"\0asm\x0d\0\x01\0garbage".to_vec(),
+        ] {
+            let error = load_bytes(&bytes).await.err().unwrap();
+            assert!(matches!(error, LoadError::Compile { .. }), "{error}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_component_without_the_contract_does_not_match_the_world() {
+        let error = load_bytes(&wat::parse_str("(component)").unwrap())
+            .await
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&error, LoadError::World { message, .. } if message.contains(GUEST_INTERFACE)),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn modules_are_known_by_the_sha256_of_their_bytes() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}
