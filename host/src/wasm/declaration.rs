@@ -8,6 +8,7 @@ use kube::api::GroupVersionKind;
 
 use crate::cluster::selection::Selection;
 use crate::cluster::selector::{LabelSelector, is_dns1123_label};
+use crate::config::MAX_CONCURRENCY;
 use crate::wasm::bindings::types;
 
 /// How a change to a watched object maps to primary keys.
@@ -97,14 +98,23 @@ impl Declared {
     }
 }
 
-/// Validates what a module declared.
+/// Validates what a module declared, with the configuration's bounds: a name that is a DNS-1123
+/// label, max-concurrency within `1..=1024`, a resync period of at least a second, a qualified
+/// finalizer name, kinds with a version and a kind, and label selectors that parse.
 pub fn validate(declared: types::ControllerMetadata) -> Result<Metadata, String> {
     let name = declared.name;
     if !is_dns1123_label(&name) {
         return Err(format!("name {name:?} is not a DNS-1123 label"));
     }
-    if declared.max_concurrency == 0 {
-        return Err("max-concurrency must be at least 1".into());
+    // The configuration's bounds: every worker is a task, and a resync period of 0 is none.
+    if !(1..=MAX_CONCURRENCY).contains(&declared.max_concurrency) {
+        return Err(format!(
+            "max-concurrency {} is outside 1..={MAX_CONCURRENCY}",
+            declared.max_concurrency
+        ));
+    }
+    if declared.resync_seconds == Some(0) {
+        return Err("resync-seconds must be at least 1".into());
     }
     if let Some(finalizer) = &declared.finalizer
         && !finalizer.contains('/')
@@ -158,4 +168,48 @@ fn selection(selection: types::Selection) -> Result<Selection, String> {
         namespace: selection.namespace,
         selector,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn declared(max_concurrency: u32, resync_seconds: Option<u32>) -> types::ControllerMetadata {
+        types::ControllerMetadata {
+            name: "podset".into(),
+            primary: types::Selection {
+                kind: types::Gvk {
+                    group: "kubewasm.dev".into(),
+                    version: "v1".into(),
+                    kind: "PodSet".into(),
+                },
+                namespace: None,
+                label_selector: None,
+            },
+            owns: Vec::new(),
+            watches: Vec::new(),
+            finalizer: None,
+            max_concurrency,
+            resync_seconds,
+        }
+    }
+
+    #[test]
+    fn max_concurrency_is_refused_outside_1_to_1024() {
+        for n in [0, 1025, u32::MAX] {
+            let error = validate(declared(n, None)).unwrap_err();
+            assert!(error.contains("max-concurrency"), "{n}: {error}");
+        }
+        for n in [1, 1024] {
+            assert_eq!(validate(declared(n, None)).unwrap().max_concurrency, n);
+        }
+    }
+
+    #[test]
+    fn a_resync_period_is_refused_below_one_second() {
+        let error = validate(declared(1, Some(0))).unwrap_err();
+        assert!(error.contains("resync-seconds"), "{error}");
+        let metadata = validate(declared(1, Some(1))).unwrap();
+        assert_eq!(metadata.resync, Some(Duration::from_secs(1)));
+    }
 }
