@@ -1,5 +1,5 @@
 //! Hostile guests are contained: one host runs the well-behaved `mirror` guest beside guests
-//! that loop forever, exhaust their memory or stack, trap, panic, flood their output, write a
+//! that loop forever, sleep past their deadline, exhaust their memory or stack, trap, panic, flood their output, write a
 //! kind they did not declare and read one they did not declare. Each failure shows in the
 //! host's log with the guest and the key, is retried with backoff, and a guest failing again and
 //! again is reported; the host stays up and `mirror` keeps reconciling. A module that is not a
@@ -16,7 +16,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kubewasm_tests::{
-    HostProcess, WAIT, control_plane, eventually, guest_wasm, run_host_to_exit, with_host,
+    HostProcess, WAIT, control_plane, eventually, guest_wasm, guest_wasm_with, run_host_to_exit,
+    with_host,
 };
 use serde_json::json;
 
@@ -24,11 +25,12 @@ use serde_json::json;
 const SOURCES: usize = 20;
 
 /// Every hostile guest, each reconciling the ConfigMap `<name>-1` labelled with its name.
-const HOSTILE: [&str; 8] = [
-    "spin", "bomb", "recurse", "trap", "panic", "chatty", "trespass", "snoop",
+const HOSTILE: [&str; 9] = [
+    "spin", "sleep", "bomb", "recurse", "trap", "panic", "chatty", "trespass", "snoop",
 ];
 
-/// Deadline of the `spin` guest: short, so that its loops do not starve the machine.
+/// Deadline of the `spin` and `sleep` guests: short, so that their loops do not starve the
+/// machine and their retries come quickly.
 const SPIN_TIMEOUT_MS: u64 = 500;
 
 /// One module entry of a host configuration, for the objects of `namespace`.
@@ -44,7 +46,7 @@ fn hostile_config(namespace: &str) -> String {
     let mut config = format!("modules:\n{}", module("mirror", namespace, ""));
     for guest in HOSTILE {
         let extra = match guest {
-            "spin" => format!("    limits: {{timeoutMs: {SPIN_TIMEOUT_MS}}}\n"),
+            "spin" | "sleep" => format!("    limits: {{timeoutMs: {SPIN_TIMEOUT_MS}}}\n"),
             "bomb" => "    limits: {memoryBytes: 16Mi}\n".to_owned(),
             _ => String::new(),
         };
@@ -190,8 +192,10 @@ async fn hostile_guests_are_contained_while_mirror_keeps_reconciling() -> Result
         beside = converge(&config_maps, "source").await?;
 
         // Every failing guest fails visibly, with its key, and is reported as failing.
-        let failures: [(&str, &[&str]); 7] = [
+        let failures: [(&str, &[&str]); 8] = [
             ("spin", &["deadline of 500ms exceeded"]),
+            // Its sleep is a host-side wait that epoch interruption alone never ends.
+            ("sleep", &["deadline of 500ms exceeded"]),
             (
                 "bomb",
                 &["memory limit exceeded", "the limit is 16777216 bytes"],
@@ -347,5 +351,65 @@ async fn a_module_that_is_not_a_controller_component_stops_the_host_at_startup()
             path.display()
         );
     }
+    Ok(())
+}
+
+#[test]
+fn render_stops_a_sleeping_guest_at_its_deadline() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let object = dir.path().join("sleep-1.yaml");
+    std::fs::write(
+        &object,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sleep-1\n  namespace: default\n  labels: {kubewasm.dev/fixture: sleep}\n",
+    )?;
+    let (host, sleep) = (kubewasm_tests::host_binary(), guest_wasm("sleep"));
+    let start = Instant::now();
+    let output = std::process::Command::new(host)
+        .arg("render")
+        .arg(sleep)
+        .arg("--object")
+        .arg(&object)
+        .output()?;
+    let took = start.elapsed();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    ensure!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    ensure!(
+        stdout.contains("outcome: timeout") && stdout.contains("deadline of 10s exceeded"),
+        "{stdout}"
+    );
+    // The guest asks to sleep for 60 s: the answer must come at the 10 s deadline, not after it.
+    ensure!(
+        took < Duration::from_secs(40),
+        "render answered after {took:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_module_sleeping_in_metadata_is_refused_at_its_deadline() -> Result<()> {
+    let (host, sleep) = (
+        kubewasm_tests::host_binary(),
+        guest_wasm_with("sleep", &["metadata"]),
+    );
+    let start = Instant::now();
+    let output = std::process::Command::new(host)
+        .arg("check")
+        .arg(sleep)
+        .output()?;
+    let took = start.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    ensure!(!output.status.success(), "the module was accepted");
+    ensure!(
+        stderr.contains("calling metadata() failed: deadline of 10s exceeded"),
+        "{stderr}"
+    );
+    ensure!(
+        took < Duration::from_secs(40),
+        "check answered after {took:?}"
+    );
     Ok(())
 }

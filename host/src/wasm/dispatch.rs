@@ -1,5 +1,6 @@
 //! Calls into a guest: a fresh instance of the pre-linked module for every call, under the
-//! guest's limits. A trap, a missed deadline or exhausted memory fails only that call. Error
+//! guest's limits. A trap, a missed deadline or exhausted memory fails only that call; the
+//! deadline is wall-clock time, so it also ends a guest waiting in a WASI sleep or poll. Error
 //! messages are cut at the limits' `error_bytes` and `map-keys` results at `map_keys`; what the
 //! guest wrote to stdout and stderr reaches the host's log under the guest's rate limit. Every
 //! call records its instantiation and export call times in the guest's [`CallTimes`](crate::wasm::env::CallTimes).
@@ -13,7 +14,7 @@ use crate::wasm::bindings::types;
 use crate::wasm::env::{CallContext, GuestEnv};
 use crate::wasm::limits::truncate;
 use crate::wasm::module::Module;
-use crate::wasm::runtime::{CallState, Limits, Runtime};
+use crate::wasm::runtime::{CallState, Limits, Runtime, within_deadline};
 
 /// Why a call into a guest did not return a result. These are guest failures: the host and
 /// every other guest carry on.
@@ -70,19 +71,21 @@ pub async fn call(
         scope: Some(scope),
     };
     let mut store = runtime.store(context, limits);
-    let result = async {
+    let mut instantiated = None;
+    let result = within_deadline(limits, start, async {
         let instance = module.pre.instantiate_async(&mut store).await?;
-        let instantiated = Instant::now();
-        env.times.instantiate.observe(instantiated - start);
+        instantiated = Some(Instant::now());
+        env.times.instantiate.observe(start.elapsed());
         let guest = instance.kubewasm_controller_guest();
-        let result = match entry {
+        match entry {
             Entry::Reconcile => guest.call_reconcile(&mut store, &request).await,
             Entry::Finalize => guest.call_finalize(&mut store, &request).await,
-        };
-        env.times.call.observe(instantiated.elapsed());
-        result
-    }
+        }
+    })
     .await;
+    if let Some(instantiated) = instantiated {
+        env.times.call.observe(instantiated.elapsed());
+    }
     forward_output(&store);
     let cut = |message| truncate(message, limits.error_bytes);
     match result {
@@ -112,18 +115,20 @@ pub async fn map_keys(
         scope: None,
     };
     let mut store = runtime.store(context, limits);
-    let result = async {
+    let mut instantiated = None;
+    let result = within_deadline(limits, start, async {
         let instance = module.pre.instantiate_async(&mut store).await?;
-        let instantiated = Instant::now();
-        env.times.instantiate.observe(instantiated - start);
-        let keys = instance
+        instantiated = Some(Instant::now());
+        env.times.instantiate.observe(start.elapsed());
+        instance
             .kubewasm_controller_guest()
             .call_map_keys(&mut store, &kind, object)
-            .await;
-        env.times.call.observe(instantiated.elapsed());
-        keys
-    }
+            .await
+    })
     .await;
+    if let Some(instantiated) = instantiated {
+        env.times.call.observe(instantiated.elapsed());
+    }
     forward_output(&store);
     let mut keys =
         result.map_err(|error| classify(error, limits, store.data().memory_exhausted()))?;

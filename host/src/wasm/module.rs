@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use async_trait::async_trait;
 use kube::api::GroupVersionKind;
@@ -16,7 +16,7 @@ use crate::wasm::bindings::{ControllerPre, GUEST_INTERFACE, types};
 use crate::wasm::declaration::{self, Declared, Metadata};
 use crate::wasm::env::{CallContext, GuestEnv};
 use crate::wasm::permissions::Permissions;
-use crate::wasm::runtime::{CallState, Compiled, Limits, Runtime};
+use crate::wasm::runtime::{CallState, Compiled, Limits, Runtime, within_deadline};
 
 /// Why a module could not be loaded. The previous version of a guest, if any, keeps running.
 #[derive(Debug, thiserror::Error)]
@@ -176,16 +176,20 @@ async fn read_metadata(
         limits.host_call_timeout,
         Permissions::new(None),
     ));
+    let start = Instant::now();
     let mut store = runtime.store(CallContext { env, scope: None }, limits);
-    let instance = pre
-        .instantiate_async(&mut store)
-        .await
-        .map_err(|e| format!("{e:#}"))?;
-    instance
-        .kubewasm_controller_guest()
-        .call_metadata(&mut store)
-        .await
-        .map_err(|e| format!("{e:#}"))
+    within_deadline(limits, start, async {
+        let instance = pre.instantiate_async(&mut store).await?;
+        instance
+            .kubewasm_controller_guest()
+            .call_metadata(&mut store)
+            .await
+    })
+    .await
+    .map_err(|e| match e.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::Interrupt) => format!("deadline of {:?} exceeded", limits.timeout),
+        _ => format!("{e:#}"),
+    })
 }
 
 /// SHA-256 of `bytes`, lowercase hex: the digest modules are known and cached by.

@@ -12,6 +12,7 @@
 //! behaves the same every time.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -68,7 +69,7 @@ pub enum RuntimeError {
 /// means and its default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Wall-clock deadline of one call, including time spent in host imports.
+    /// Wall-clock deadline of one call, including time spent in host imports and WASI waits.
     pub timeout: Duration,
     /// Maximum size of the guest's linear memories, in bytes.
     pub memory_bytes: usize,
@@ -411,6 +412,21 @@ impl Runtime {
         store.set_epoch_deadline(u64::MAX / 2);
         store
     }
+}
+
+/// Runs `call`, a call into a guest of a store made with `limits`, under their wall-clock
+/// deadline counted from `start`. Past it, `call` is dropped with the instance it runs and fails
+/// as an epoch interruption does ([`wasmtime::Trap::Interrupt`]). Epochs only interrupt running
+/// WebAssembly; this also ends a guest that waits in the host, in a WASI sleep or poll.
+pub async fn within_deadline<T>(
+    limits: &Limits,
+    start: Instant,
+    call: impl Future<Output = wasmtime::Result<T>>,
+) -> wasmtime::Result<T> {
+    let deadline = tokio::time::Instant::from_std(start + limits.timeout);
+    tokio::time::timeout_at(deadline, call)
+        .await
+        .unwrap_or_else(|_| Err(wasmtime::Trap::Interrupt.into()))
 }
 
 /// The wall clock of a deterministic runtime.
