@@ -108,6 +108,48 @@ impl ClusterBackend {
         object.json
     }
 
+    /// Adds (`present`) or removes the guest's `finalizer` on `object` as cached, with its
+    /// resourceVersion: a conflict if the object changed since. The patched object is recorded,
+    /// so the next reconcile reads it even before the watch delivers it. Removing the finalizer
+    /// from an object that is already gone succeeds.
+    pub async fn set_finalizer(
+        &self,
+        kind: &GroupVersionKind,
+        object: &CachedObject,
+        finalizer: &str,
+        present: bool,
+    ) -> Result<(), CallError> {
+        let mut finalizers: Vec<&String> = object
+            .finalizers
+            .iter()
+            .filter(|f| *f != finalizer)
+            .collect();
+        let ours = finalizer.to_owned();
+        if present {
+            finalizers.push(&ours);
+        }
+        let api = self.api(kind, object.namespace.as_deref()).await?;
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": object.resource_version, "finalizers": finalizers }
+        });
+        let params = PatchParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PatchParams::default()
+        };
+        let marks = self.marks(kind);
+        match api
+            .patch(&object.name, &params, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(patched) => {
+                Self::record(&marks, patched);
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 && !present => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     async fn api(
         &self,
         kind: &GroupVersionKind,
@@ -321,48 +363,6 @@ pub fn contains(actual: &Value, intent: &Value) -> bool {
         (Value::Number(a), Value::Number(i)) => a.as_f64() == i.as_f64(),
         _ => actual == intent,
     }
-}
-
-/// Adds (`present`) or removes `finalizer` on a cached object, failing with a conflict if the
-/// object changed since it was cached.
-pub async fn set_finalizer(
-    resources: &Resources,
-    kind: &GroupVersionKind,
-    object: &CachedObject,
-    finalizer: &str,
-    present: bool,
-    controller: &str,
-) -> Result<(), CallError> {
-    let mut finalizers: Vec<String> = object
-        .finalizers
-        .iter()
-        .filter(|f| *f != finalizer)
-        .cloned()
-        .collect();
-    if present {
-        finalizers.push(finalizer.to_owned());
-    }
-    set_finalizers(resources, kind, object, finalizers, controller).await
-}
-
-async fn set_finalizers(
-    resources: &Resources,
-    kind: &GroupVersionKind,
-    object: &CachedObject,
-    finalizers: Vec<String>,
-    controller: &str,
-) -> Result<(), CallError> {
-    let api = resources.api(kind, object.namespace.as_deref()).await?;
-    let patch = serde_json::json!({
-        "metadata": { "resourceVersion": object.resource_version, "finalizers": finalizers }
-    });
-    let params = PatchParams {
-        field_manager: Some(field_manager(controller)),
-        ..PatchParams::default()
-    };
-    api.patch(&object.name, &params, &Patch::Merge(&patch))
-        .await?;
-    Ok(())
 }
 
 #[cfg(test)]

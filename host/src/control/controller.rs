@@ -3,7 +3,8 @@
 //!
 //! Guarantees: a key is reconciled by at most one worker at a time; a failed reconcile is
 //! retried with per-key exponential backoff, reset on success; a finalizer the guest declares
-//! is added before its first reconcile of an object and removed only after `finalize` succeeds;
+//! is added before its first reconcile of an object and removed only after `finalize` succeeds,
+//! from the object as `finalize` left it;
 //! replacing the module is atomic at the next dequeue and re-enqueues every key.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +22,7 @@ use crate::cluster::selector::LabelSelector;
 use crate::cluster::view::View;
 use crate::cluster::watch::{Informer, Informers, Resources, Subscription};
 use crate::config::{Grant, QueueConfig};
-use crate::control::apply::{self, ClusterBackend};
+use crate::control::apply::ClusterBackend;
 use crate::control::queue::WorkQueue;
 use crate::control::tally::{Streak, Tally};
 use crate::control::trigger;
@@ -98,7 +99,6 @@ impl Default for Counters {
 pub struct Controller {
     settings: Settings,
     runtime: Runtime,
-    resources: Arc<Resources>,
     module: RwLock<Arc<Module>>,
     env: Arc<GuestEnv>,
     backend: Arc<ClusterBackend>,
@@ -147,7 +147,7 @@ impl Controller {
             }
         }
         let backend = Arc::new(ClusterBackend::new(
-            resources.clone(),
+            resources,
             &settings.name,
             readable.clone(),
         ));
@@ -163,7 +163,6 @@ impl Controller {
             queue: Arc::new(WorkQueue::new(settings.queue)),
             settings,
             runtime,
-            resources,
             module: RwLock::new(module.clone()),
             env,
             backend,
@@ -409,15 +408,10 @@ impl Controller {
                 }
                 entry = Entry::Finalize;
             } else if !carries {
-                let added = apply::set_finalizer(
-                    &self.resources,
-                    &metadata.primary.kind,
-                    object,
-                    finalizer,
-                    true,
-                    &self.settings.name,
-                )
-                .await;
+                let added = self
+                    .backend
+                    .set_finalizer(&metadata.primary.kind, object, finalizer, true)
+                    .await;
                 if let Err(error) = added {
                     self.retry(key, &format!("adding finalizer {finalizer}: {error}"));
                     return;
@@ -451,18 +445,16 @@ impl Controller {
         .await;
         match result {
             Ok(Outcome::Done) => {
+                // The object as `finalize` left it: the guest's own writes are in the cache.
                 if entry == Entry::Finalize
-                    && let (Some(finalizer), Some(object)) = (&metadata.finalizer, &object)
+                    && let Some(finalizer) = &metadata.finalizer
+                    && let Some(object) = self.primary(key)
+                    && object.finalizers.iter().any(|f| f == finalizer)
                 {
-                    let removed = apply::set_finalizer(
-                        &self.resources,
-                        &metadata.primary.kind,
-                        object,
-                        finalizer,
-                        false,
-                        &self.settings.name,
-                    )
-                    .await;
+                    let removed = self
+                        .backend
+                        .set_finalizer(&metadata.primary.kind, &object, finalizer, false)
+                        .await;
                     if let Err(error) = removed {
                         self.retry(key, &format!("removing finalizer {finalizer}: {error}"));
                         return;
