@@ -3,6 +3,7 @@
 //! deletion enqueues too.
 
 use kube::api::GroupVersionKind;
+use kube::core::GroupVersion;
 
 use crate::cluster::cache::{CachedObject, Change, ObjectKey};
 use crate::wasm::bindings::types::Reason;
@@ -18,25 +19,33 @@ pub fn primary(change: &Change) -> Option<(ObjectKey, Reason)> {
 }
 
 /// Keys of the primary objects that own the changed object: only its controller owner when
-/// `controller_only` (Owns), every owner of the primary kind otherwise (Watches by owner).
+/// `controller_only` (Owns), every owner of the primary kind otherwise (Watches by owner). An
+/// owner reference matches on group and kind, whatever its version, as controller-runtime
+/// matches: the API server serves one object under every version of its kind.
 pub fn owners(
     change: &Change,
     primary: &GroupVersionKind,
     controller_only: bool,
 ) -> Vec<ObjectKey> {
-    let api_version = primary.api_version();
     keys(change, |object| {
         object
             .owners
             .iter()
             .filter(|o| !controller_only || o.controller)
-            .filter(|o| o.kind == primary.kind && o.api_version == api_version)
+            .filter(|o| o.kind == primary.kind && in_group(&o.api_version, &primary.group))
             .map(|o| ObjectKey {
                 namespace: object.namespace.clone(),
                 name: o.name.clone(),
             })
             .collect()
     })
+}
+
+/// Whether an `apiVersion` is of `group`.
+fn in_group(api_version: &str, group: &str) -> bool {
+    api_version
+        .parse::<GroupVersion>()
+        .is_ok_and(|version| version.group == group)
 }
 
 /// Keys named by the value of `label` on the changed object, in its namespace.
@@ -135,8 +144,19 @@ mod tests {
             owners(&change, &kind, false),
             [key("a"), key("b"), key("c")]
         );
-        let other_version = GroupVersionKind::gvk("kubewasm.dev", "v1", "PodSet");
-        assert!(owners(&change, &other_version, true).is_empty());
+    }
+
+    #[test]
+    fn owners_match_on_group_and_kind_whatever_the_version() {
+        // Children written while the CRD served v1alpha1 stay owned once the guest reads v1.
+        let change = Change {
+            old: None,
+            new: Some(pod(json!([owner("PodSet", "a", true)]), json!({}))),
+        };
+        let served = GroupVersionKind::gvk("kubewasm.dev", "v1", "PodSet");
+        assert_eq!(owners(&change, &served, true), [key("a")]);
+        let other_group = GroupVersionKind::gvk("other.dev", "v1alpha1", "PodSet");
+        assert!(owners(&change, &other_group, true).is_empty());
     }
 
     #[test]
