@@ -9,6 +9,8 @@
 //! one started with `deploy/local/cluster up`).
 #![warn(missing_docs)]
 
+pub mod prometheus;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::prometheus::{self, has};
+use kubewasm_tests::prometheus::{self, has};
 
 /// Reconcile counters of a host.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -12,7 +12,6 @@ mod load;
 mod machine;
 mod observer;
 mod procfs;
-mod prometheus;
 mod report;
 mod sequence;
 mod stats;

@@ -23,6 +23,22 @@ pub struct Owner {
     pub controller: bool,
 }
 
+/// The prefix of the field managers of the host's guests: their `managedFields` entries are
+/// kept, every other entry is dropped.
+pub const FIELD_MANAGER_PREFIX: &str = "kubewasm-";
+
+/// The fields one of the host's field managers set with its last server-side apply of an
+/// object or of one of its subresources, from the object's `managedFields`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// The field manager.
+    pub manager: String,
+    /// The subresource applied to, such as `status`; `None` for the object itself.
+    pub subresource: Option<String>,
+    /// The fields, as `fieldsV1` (see [`crate::cluster::managed`]).
+    pub fields: serde_json::Value,
+}
+
 /// One cached object: its serialized form and its parsed metadata.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CachedObject {
@@ -46,12 +62,32 @@ pub struct CachedObject {
     pub deleting: bool,
     /// The parsed object; the host compares intents against it.
     pub value: Arc<serde_json::Value>,
+    /// What the host's field managers last applied to it.
+    pub applied: Vec<Applied>,
 }
 
 impl CachedObject {
-    /// Builds the cached form of an object, dropping its managed fields.
+    /// Builds the cached form of an object, dropping its managed fields but for what the
+    /// host's field managers applied.
     pub fn new(mut object: DynamicObject) -> Self {
-        object.metadata.managed_fields = None;
+        let applied = object
+            .metadata
+            .managed_fields
+            .take()
+            .into_iter()
+            .flatten()
+            .filter(|entry| entry.operation.as_deref() == Some("Apply"))
+            .filter_map(|entry| {
+                let manager = entry
+                    .manager
+                    .filter(|m| m.starts_with(FIELD_MANAGER_PREFIX))?;
+                Some(Applied {
+                    manager,
+                    subresource: entry.subresource.filter(|s| !s.is_empty()),
+                    fields: entry.fields_v1?.0,
+                })
+            })
+            .collect();
         let meta = &object.metadata;
         let owners = meta
             .owner_references
@@ -77,6 +113,7 @@ impl CachedObject {
             finalizers: meta.finalizers.clone().unwrap_or_default(),
             deleting: meta.deletion_timestamp.is_some(),
             value: Arc::new(value),
+            applied,
         }
     }
 

@@ -5,6 +5,7 @@
 
 pub mod cache;
 pub mod leader;
+pub mod managed;
 pub mod selection;
 pub mod selector;
 pub mod view;

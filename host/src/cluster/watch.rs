@@ -4,7 +4,8 @@
 //! Each informer resolves its kind through discovery (retrying until a CRD installed later
 //! appears), lists, then watches from the list's resourceVersion; on 410 Gone or any error it
 //! backs off and relists, and the relist is diffed against the cache so that handlers see
-//! exactly the adds, updates and deletes they missed.
+//! exactly the adds, updates and deletes they missed. Every cached object carries its
+//! `apiVersion` and `kind`, also the items of a list, where the API server leaves them out.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,7 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, TypeMeta};
 use kube::discovery::{self, Scope};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -285,6 +286,16 @@ async fn run(
         config = config.labels(&selector.to_string());
     }
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
+    let types = TypeMeta {
+        api_version: key.kind.api_version(),
+        kind: key.kind.kind.clone(),
+    };
+    // List items of built-in kinds come without apiVersion and kind: the cache holds what a
+    // watch event holds, so guests, triggers and write elision see one form.
+    let cached = |mut object: DynamicObject| {
+        object.types.get_or_insert_with(|| types.clone());
+        CachedObject::new(object)
+    };
     let mut listing = Vec::new();
     while let Some(event) = events.next().await {
         let Some(informer) = informer.upgrade() else {
@@ -292,7 +303,7 @@ async fn run(
         };
         match event {
             Ok(Event::Init) => listing.clear(),
-            Ok(Event::InitApply(object)) => listing.push(CachedObject::new(object)),
+            Ok(Event::InitApply(object)) => listing.push(cached(object)),
             Ok(Event::InitDone) => {
                 let objects = std::mem::take(&mut listing);
                 tracing::debug!(kind = ?key.kind, namespace = ?key.namespace, objects = objects.len(), "informer listed");
@@ -304,14 +315,11 @@ async fn run(
                     changes
                 });
             }
-            Ok(Event::Apply(object)) => informer.emit(|store| {
-                store
-                    .upsert(CachedObject::new(object))
-                    .into_iter()
-                    .collect()
-            }),
+            Ok(Event::Apply(object)) => {
+                informer.emit(|store| store.upsert(cached(object)).into_iter().collect())
+            }
             Ok(Event::Delete(object)) => {
-                let deleted = CachedObject::new(object);
+                let deleted = cached(object);
                 informer.emit(|store| store.remove(&deleted).into_iter().collect());
             }
             Err(error) => match forbidden(&error) {

@@ -5,15 +5,15 @@
 //! [`crate::cluster::cache::Store::record_write`]): the next reconcile reads it even if the watch has not
 //! delivered it yet, so a controller that creates objects does not create them twice.
 //!
-//! An apply is not sent when the cache already shows the intent (every field of the intent has
-//! the same value in the cached object) and the intent is the one this guest last applied to
-//! that object, so that fields dropped from an intent are still removed. After a restart the
-//! first apply of each object is sent once.
+//! An apply is not sent when it would change nothing: every field of the intent has the same
+//! value in the cached object, and the fields the guest's field manager owns there, as the
+//! object's `managedFields` record its last apply, are exactly the intent's fields (see
+//! [`crate::cluster::managed`]), so no field would be released or taken. This needs no memory
+//! of past applies: it holds after a restart, and an object deleted and created again, which
+//! records no apply of the guest, is applied again.
 
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use either::Either;
@@ -26,15 +26,13 @@ use kube::api::{
 };
 use serde_json::Value;
 
-use crate::cluster::cache::{CachedObject, ObjectKey};
+use crate::cluster::cache::{CachedObject, FIELD_MANAGER_PREFIX, ObjectKey};
+use crate::cluster::managed;
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::watch::{Informer, Resources};
 use crate::wasm::backend::{
     ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest,
 };
-
-/// Identity of an applied intent: kind, namespace, name, and whether it targets `status`.
-type IntentKey = (GroupVersionKind, Option<String>, String, bool);
 
 /// Runs one guest's calls against the cluster.
 pub struct ClusterBackend {
@@ -42,7 +40,6 @@ pub struct ClusterBackend {
     field_manager: String,
     controller: String,
     informers: Vec<Arc<Informer>>,
-    applied: Mutex<HashMap<IntentKey, u64>>,
     elided: AtomicU64,
 }
 
@@ -54,7 +51,6 @@ impl ClusterBackend {
             field_manager: field_manager(controller),
             controller: controller.to_owned(),
             informers,
-            applied: Mutex::default(),
             elided: AtomicU64::new(0),
         }
     }
@@ -106,6 +102,20 @@ impl ClusterBackend {
             informer.record_write(&object, *lists);
         }
         object.json
+    }
+
+    /// Whether applying `request` to `cached` would change nothing: the values of the intent
+    /// are all there, and the guest's field manager owns exactly the intent's fields (a manager
+    /// without an entry owns none, as after an apply that set no field).
+    fn unchanged_by(&self, cached: &CachedObject, request: &ApplyRequest) -> bool {
+        let subresource = request.status.then_some("status");
+        let none = Value::Object(serde_json::Map::new());
+        let owned = cached
+            .applied
+            .iter()
+            .find(|a| a.manager == self.field_manager && a.subresource.as_deref() == subresource)
+            .map_or(&none, |applied| &applied.fields);
+        contains(&cached.value, &request.object) && managed::owns_exactly(owned, &request.object)
     }
 
     /// Adds (`present`) or removes the guest's `finalizer` on `object` as cached, with its
@@ -164,7 +174,7 @@ impl ClusterBackend {
 
 /// The field manager of a guest.
 pub fn field_manager(controller: &str) -> String {
-    format!("kubewasm-{controller}")
+    format!("{FIELD_MANAGER_PREFIX}{controller}")
 }
 
 #[async_trait]
@@ -201,18 +211,9 @@ impl Backend for ClusterBackend {
     }
 
     async fn apply(&self, request: ApplyRequest) -> Result<String, CallError> {
-        let key: IntentKey = (
-            request.kind.clone(),
-            request.namespace.clone(),
-            request.name.clone(),
-            request.status,
-        );
-        let fingerprint = fingerprint(&request.object, request.force);
         let cached = self.cached(&request.kind, request.namespace.as_deref(), &request.name);
-        let remembered = self.applied.lock().expect("applied lock").get(&key) == Some(&fingerprint);
         if let Some(cached) = cached
-            && remembered
-            && contains(&cached.value, &request.object)
+            && self.unchanged_by(&cached, &request)
         {
             self.elided.fetch_add(1, Ordering::Relaxed);
             return Ok(cached.json.to_string());
@@ -229,12 +230,7 @@ impl Backend for ClusterBackend {
         } else {
             api.patch(&request.name, &params, &patch).await
         };
-        let object = result?;
-        self.applied
-            .lock()
-            .expect("applied lock")
-            .insert(key, fingerprint);
-        Ok(Self::record(&marks, object).to_string())
+        Ok(Self::record(&marks, result?).to_string())
     }
 
     async fn patch(&self, request: PatchRequest) -> Result<String, CallError> {
@@ -341,13 +337,6 @@ fn event_name(regarding: &str) -> String {
 
 fn reporting_instance() -> String {
     std::env::var("HOSTNAME").unwrap_or_else(|_| "kubewasm".into())
-}
-
-fn fingerprint(object: &Value, force: bool) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    object.to_string().hash(&mut hasher);
-    force.hash(&mut hasher);
-    hasher.finish()
 }
 
 /// Whether every field of `intent` has the same value in `actual`. Lists must have the same

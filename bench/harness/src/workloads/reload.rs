@@ -16,9 +16,9 @@ use tokio::time::Instant;
 use crate::bench::{Bench, report_unclean};
 use crate::controllers::{HostModule, RunOptions, free_loopback_address, link_or_copy};
 use crate::load;
-use crate::prometheus;
 use crate::stats::{Latencies, millis};
 use crate::workloads::churn;
+use kubewasm_tests::prometheus;
 
 /// The host's log message for a module swapped without restarting its controller.
 const SWAPPED: &str = "module swapped in place";

@@ -1,9 +1,21 @@
-//! Reading counters out of Prometheus text exposition.
+//! Reading counters out of Prometheus text exposition: the host's metrics and the API server's.
 
 use std::net::SocketAddr;
 
 use anyhow::{Context, Result};
+use kube::Client;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Verbs of `apiserver_request_total` that change objects. Server-side apply is counted as
+/// `APPLY`, other patches as `PATCH`.
+const MUTATING_VERBS: [&str; 6] = [
+    "POST",
+    "PUT",
+    "PATCH",
+    "APPLY",
+    "DELETE",
+    "DELETECOLLECTION",
+];
 
 /// The body of `GET /metrics` from the plain HTTP server at `address`.
 pub async fn scrape(address: SocketAddr) -> Result<String> {
@@ -44,6 +56,23 @@ pub fn sum(text: &str, name: &str, keep: impl Fn(&[(&str, &str)]) -> bool) -> f6
         .sum()
 }
 
+/// How many mutating requests on any of `resources` (plural names, such as `configmaps`; a
+/// subresource's requests count for its resource) the API server has served since it started,
+/// from `apiserver_request_total` on its `/metrics` endpoint.
+pub async fn apiserver_writes(client: &Client, resources: &[&str]) -> Result<u64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    Ok(writes_in(&client.request_text(request).await?, resources))
+}
+
+/// The sum of `apiserver_request_total` samples for `resources` with a mutating verb in the
+/// Prometheus text `metrics`.
+fn writes_in(metrics: &str, resources: &[&str]) -> u64 {
+    sum(metrics, "apiserver_request_total", |labels| {
+        resources.iter().any(|r| has(labels, "resource", r))
+            && MUTATING_VERBS.iter().any(|verb| has(labels, "verb", verb))
+    }) as u64
+}
+
 /// Whether `labels` hold `name` with `value`.
 pub fn has(labels: &[(&str, &str)], name: &str, value: &str) -> bool {
     labels.iter().any(|&(n, v)| n == name && v == value)
@@ -71,5 +100,21 @@ kubewasm_module_reloads_total 3
             13.0
         );
         assert_eq!(sum(TEXT, "kubewasm_module_reloads_total", |_| true), 3.0);
+    }
+
+    #[test]
+    fn only_mutating_requests_on_the_resources_count() {
+        let metrics = r#"# HELP apiserver_request_total x
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="resource",subresource="",verb="APPLY",version="v1"} 7
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="configmaps",scope="resource",subresource="",verb="POST",version="v1"} 2
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"} 40
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="secrets",scope="resource",subresource="",verb="PATCH",version="v1"} 5
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="DELETECOLLECTION",version="v1"} 1
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="kubewasm.dev",resource="websites",scope="resource",subresource="status",verb="APPLY",version="v1alpha1"} 4
+"#;
+        assert_eq!(writes_in(metrics, &["configmaps"]), 10);
+        assert_eq!(writes_in(metrics, &["secrets"]), 5);
+        assert_eq!(writes_in(metrics, &["secrets", "websites"]), 9);
     }
 }

@@ -1,0 +1,218 @@
+//! The fields a field manager owns, as the API server records them in an object's
+//! `metadata.managedFields` (`fieldsV1`), compared with an intent of server-side apply.
+//!
+//! `fieldsV1` is a tree that describes itself: `f:<name>` is a member of an object, `k:<json>`
+//! the item of a keyed list whose key fields have those values, `v:<json>` an item of a set,
+//! `i:<index>` an item by position, and `.` the node itself. A node without children owns the
+//! whole value below it: an atomic field (a label selector, a list of arguments) or a leaf.
+//!
+//! Guarantee: [`owns_exactly`] is true only if every field the tree names is set in the intent
+//! and every field the intent sets is named by the tree, so an apply of the intent by that
+//! manager releases no field and takes none. What it cannot match (a `null` in the intent, a
+//! list the tree does not key) counts as a difference.
+
+use serde_json::{Map, Value};
+
+/// Fields of an apply intent that name the object rather than set a field: never owned.
+const IDENTITY: [&str; 2] = ["apiVersion", "kind"];
+
+/// Members of the intent's `metadata` that name the object.
+const METADATA_IDENTITY: [&str; 2] = ["name", "namespace"];
+
+/// Whether the `fieldsV1` tree `owned` names exactly the fields `intent` sets.
+pub fn owns_exactly(owned: &Value, intent: &Value) -> bool {
+    let (Value::Object(owned), Value::Object(intent)) = (owned, intent) else {
+        return false;
+    };
+    let mut fields = intent.clone();
+    for name in IDENTITY {
+        fields.remove(name);
+    }
+    if let Some(Value::Object(metadata)) = fields.get_mut("metadata") {
+        for name in METADATA_IDENTITY {
+            metadata.remove(name);
+        }
+        if metadata.is_empty() {
+            fields.remove("metadata");
+        }
+    }
+    // At the root, a tree without children owns nothing.
+    named_are_set(owned, &Value::Object(fields.clone())) && members_are_named(&fields, owned)
+}
+
+/// Whether every member of an object, and every field below it, is named by the tree `owned`.
+fn members_are_named(members: &Map<String, Value>, owned: &Map<String, Value>) -> bool {
+    members.iter().all(|(name, v)| {
+        owned
+            .get(&format!("f:{name}"))
+            .is_some_and(|o| set_are_named(v, o))
+    })
+}
+
+/// Whether every field the tree `owned` names is set in `value`.
+fn named_are_set(owned: &Map<String, Value>, value: &Value) -> bool {
+    owned.iter().all(|(key, child)| {
+        let Value::Object(child) = child else {
+            return false;
+        };
+        if key == "." {
+            return true;
+        }
+        match member(key, value) {
+            Some(found) => named_are_set(child, found),
+            None => false,
+        }
+    })
+}
+
+/// Whether every field set in `value` is named by the tree `owned`.
+fn set_are_named(value: &Value, owned: &Value) -> bool {
+    let Value::Object(owned) = owned else {
+        return false;
+    };
+    // A node without children owns everything below it.
+    if owned.keys().all(|k| k == ".") && !value.is_null() {
+        return true;
+    }
+    match value {
+        Value::Object(members) => members_are_named(members, owned),
+        Value::Array(items) => items.iter().enumerate().all(|(index, item)| {
+            owned
+                .iter()
+                .find(|(key, _)| names_item(key, index, item))
+                .is_some_and(|(_, o)| set_are_named(item, o))
+        }),
+        // A scalar under a node with children, or a null the intent sets.
+        _ => false,
+    }
+}
+
+/// The part of `value` that the key `key` of a `fieldsV1` tree names.
+fn member<'a>(key: &str, value: &'a Value) -> Option<&'a Value> {
+    if let Some(name) = key.strip_prefix("f:") {
+        return value.as_object()?.get(name);
+    }
+    let items = value.as_array()?;
+    items
+        .iter()
+        .enumerate()
+        .find(|(index, item)| names_item(key, *index, item))
+        .map(|(_, item)| item)
+}
+
+/// Whether the key `key` of a `fieldsV1` tree names `item`, at `index` of its list.
+fn names_item(key: &str, index: usize, item: &Value) -> bool {
+    if let Some(fields) = key.strip_prefix("k:") {
+        let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(fields) else {
+            return false;
+        };
+        fields.iter().all(|(name, v)| item.get(name) == Some(v))
+    } else if let Some(set_item) = key.strip_prefix("v:") {
+        serde_json::from_str::<Value>(set_item).is_ok_and(|v| v == *item)
+    } else if let Some(position) = key.strip_prefix("i:") {
+        position.parse() == Ok(index)
+    } else {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// What the API server recorded for `kubectl apply --server-side` of [`deployment`].
+    fn deployment_fields() -> Value {
+        json!({"f:spec": {"f:replicas": {}, "f:selector": {}, "f:template": {
+            "f:metadata": {"f:labels": {"f:app": {}}},
+            "f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {
+                ".": {}, "f:args": {}, "f:image": {}, "f:name": {},
+                "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {
+                    ".": {}, "f:containerPort": {}, "f:protocol": {}}}}}}}}})
+    }
+
+    fn deployment() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "probe", "namespace": "default"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "p"}},
+                "template": {"metadata": {"labels": {"app": "p"}}, "spec": {"containers": [
+                    {"name": "c", "image": "nginx", "args": ["a", "b"],
+                     "ports": [{"containerPort": 80, "protocol": "TCP"}]}]}}}})
+    }
+
+    /// What the API server recorded for an apply of [`config_map`].
+    fn config_map_fields() -> Value {
+        json!({"f:data": {"f:e": {}, "f:k": {}}, "f:metadata": {
+            "f:annotations": {},
+            "f:finalizers": {"v:\"example.com/x\"": {}},
+            "f:labels": {"f:a": {}},
+            "f:ownerReferences": {"k:{\"uid\":\"u1\"}": {}}}})
+    }
+
+    fn config_map() -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "probe", "namespace": "default", "labels": {"a": "b"},
+                "annotations": {}, "finalizers": ["example.com/x"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Secret", "name": "s",
+                    "uid": "u1", "controller": true, "blockOwnerDeletion": true}]},
+            "data": {"k": "v", "e": ""}})
+    }
+
+    #[test]
+    fn the_fields_the_api_server_recorded_for_an_intent_are_exactly_its_fields() {
+        assert!(owns_exactly(&deployment_fields(), &deployment()));
+        assert!(owns_exactly(&config_map_fields(), &config_map()));
+        let status = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "probe"},
+            "status": {"observedGeneration": 1, "conditions": [{"type": "X", "status": "True"}]}});
+        let status_fields = json!({"f:status": {"f:observedGeneration": {}, "f:conditions": {
+            "k:{\"type\":\"X\"}": {".": {}, "f:status": {}, "f:type": {}}}}});
+        assert!(owns_exactly(&status_fields, &status));
+    }
+
+    #[test]
+    fn a_field_dropped_from_the_intent_is_a_difference() {
+        let mut intent = config_map();
+        intent["data"].as_object_mut().unwrap().remove("e");
+        assert!(!owns_exactly(&config_map_fields(), &intent));
+        let mut intent = deployment();
+        intent["spec"]["template"]["spec"]["containers"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("ports");
+        assert!(!owns_exactly(&deployment_fields(), &intent));
+    }
+
+    #[test]
+    fn a_field_added_to_the_intent_is_a_difference() {
+        let mut intent = config_map();
+        intent["data"]["new"] = json!("x");
+        assert!(!owns_exactly(&config_map_fields(), &intent));
+        let mut intent = config_map();
+        intent["metadata"]["finalizers"] = json!(["example.com/x", "example.com/y"]);
+        assert!(!owns_exactly(&config_map_fields(), &intent));
+        let mut intent = deployment();
+        intent["spec"]["template"]["spec"]["containers"][0]["name"] = json!("d");
+        assert!(!owns_exactly(&deployment_fields(), &intent));
+    }
+
+    #[test]
+    fn an_atomic_field_is_owned_whole_and_a_null_is_never_matched() {
+        let mut intent = deployment();
+        intent["spec"]["selector"] = json!({"matchLabels": {"app": "p", "tier": "web"}});
+        intent["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["c"]);
+        assert!(owns_exactly(&deployment_fields(), &intent));
+        let mut intent = config_map();
+        intent["data"]["k"] = Value::Null;
+        assert!(!owns_exactly(&config_map_fields(), &intent));
+    }
+
+    #[test]
+    fn nothing_owned_matches_only_an_intent_that_sets_nothing() {
+        assert!(!owns_exactly(&json!({}), &config_map()));
+        let bare = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+        assert!(owns_exactly(&json!({}), &bare));
+        assert!(!owns_exactly(&json!("not a tree"), &bare));
+    }
+}
