@@ -27,7 +27,7 @@ use crate::control::queue::WorkQueue;
 use crate::control::tally::{Streak, Tally};
 use crate::control::trigger;
 use crate::histogram::{Histogram, RECONCILE_TIME_BUCKETS};
-use crate::wasm::backend::Scope;
+use crate::wasm::backend::{Backend, Scope};
 use crate::wasm::bindings::types::{self, Reason};
 use crate::wasm::declaration::{Mapping, Metadata};
 use crate::wasm::dispatch::{self, Entry, Failure, Outcome};
@@ -183,20 +183,12 @@ impl Controller {
                 }
             })));
         }
-        for view in owned {
-            let queue = controller.queue.clone();
-            let kind = primary_kind.clone();
-            subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
-                for key in trigger::owners(change, &kind, true) {
-                    queue.add(key, Reason::OwnedChanged);
-                }
-            })));
-        }
-        for (view, mapping) in watched {
-            let handler = controller.watch_handler(mapping, primary_kind.clone());
-            subscriptions.push(view.subscribe(handler));
-        }
         *controller.subscriptions.lock().expect("subscriptions lock") = subscriptions;
+        tasks.spawn(
+            controller
+                .clone()
+                .subscribe_children(primary_kind, owned, watched),
+        );
         for _ in 0..controller.settings.max_concurrency {
             let controller = controller.clone();
             tasks.spawn(async move { controller.work().await });
@@ -208,20 +200,59 @@ impl Controller {
         controller
     }
 
+    /// Subscribes the triggers of owned and watched kinds once every primary informer has
+    /// listed. They name keys of the primary kind, in the changed object's namespace or, for a
+    /// cluster-scoped primary kind, in none: discovery has told the scope by then. A
+    /// subscription replays what its informer already holds, so no change is missed.
+    async fn subscribe_children(
+        self: Arc<Self>,
+        primary: GroupVersionKind,
+        owned: Vec<View>,
+        watched: Vec<(View, Mapping)>,
+    ) {
+        for view in &self.primaries {
+            tokio::select! {
+                () = view.informer().synced() => {}
+                () = self.stop.cancelled() => return,
+            }
+        }
+        let namespaced = !self.backend.is_cluster_scoped(&primary);
+        let mut subscriptions = Vec::new();
+        for view in owned {
+            let queue = self.queue.clone();
+            let kind = primary.clone();
+            subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
+                for key in trigger::owners(change, &kind, true, namespaced) {
+                    queue.add(key, Reason::OwnedChanged);
+                }
+            })));
+        }
+        for (view, mapping) in watched {
+            let handler = self.watch_handler(mapping, primary.clone(), namespaced);
+            subscriptions.push(view.subscribe(handler));
+        }
+        // Under the lock that shut_down clears them with: none outlives a stopped controller.
+        let mut current = self.subscriptions.lock().expect("subscriptions lock");
+        if !self.stop.is_cancelled() {
+            current.extend(subscriptions);
+        }
+    }
+
     fn watch_handler(
         self: &Arc<Self>,
         mapping: Mapping,
         primary: GroupVersionKind,
+        namespaced: bool,
     ) -> crate::cluster::watch::Handler {
         let queue = self.queue.clone();
         match mapping {
             Mapping::Owner => Arc::new(move |change: &Change| {
-                for key in trigger::owners(change, &primary, false) {
+                for key in trigger::owners(change, &primary, false, namespaced) {
                     queue.add(key, Reason::WatchedChanged);
                 }
             }),
             Mapping::Label(label) => Arc::new(move |change: &Change| {
-                for key in trigger::labelled(change, &label) {
+                for key in trigger::labelled(change, &label, namespaced) {
                     queue.add(key, Reason::WatchedChanged);
                 }
             }),

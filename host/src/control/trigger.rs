@@ -21,11 +21,13 @@ pub fn primary(change: &Change) -> Option<(ObjectKey, Reason)> {
 /// Keys of the primary objects that own the changed object: only its controller owner when
 /// `controller_only` (Owns), every owner of the primary kind otherwise (Watches by owner). An
 /// owner reference matches on group and kind, whatever its version, as controller-runtime
-/// matches: the API server serves one object under every version of its kind.
+/// matches: the API server serves one object under every version of its kind. An owner is in
+/// the object's namespace if the primary kind is `namespaced`, else in none.
 pub fn owners(
     change: &Change,
     primary: &GroupVersionKind,
     controller_only: bool,
+    namespaced: bool,
 ) -> Vec<ObjectKey> {
     keys(change, |object| {
         object
@@ -34,7 +36,7 @@ pub fn owners(
             .filter(|o| !controller_only || o.controller)
             .filter(|o| o.kind == primary.kind && in_group(&o.api_version, &primary.group))
             .map(|o| ObjectKey {
-                namespace: object.namespace.clone(),
+                namespace: namespace_of(object, namespaced),
                 name: o.name.clone(),
             })
             .collect()
@@ -48,19 +50,25 @@ fn in_group(api_version: &str, group: &str) -> bool {
         .is_ok_and(|version| version.group == group)
 }
 
-/// Keys named by the value of `label` on the changed object, in its namespace.
-pub fn labelled(change: &Change, label: &str) -> Vec<ObjectKey> {
+/// Keys named by the value of `label` on the changed object: in its namespace if the primary
+/// kind is `namespaced`, else in none.
+pub fn labelled(change: &Change, label: &str, namespaced: bool) -> Vec<ObjectKey> {
     keys(change, |object| {
         object
             .labels
             .get(label)
             .map(|name| ObjectKey {
-                namespace: object.namespace.clone(),
+                namespace: namespace_of(object, namespaced),
                 name: name.clone(),
             })
             .into_iter()
             .collect()
     })
+}
+
+/// The namespace of a primary key found through `object`.
+fn namespace_of(object: &CachedObject, namespaced: bool) -> Option<String> {
+    object.namespace.clone().filter(|_| namespaced)
 }
 
 fn keys(change: &Change, of: impl Fn(&CachedObject) -> Vec<ObjectKey>) -> Vec<ObjectKey> {
@@ -139,9 +147,9 @@ mod tests {
             old: Some(before),
             new: Some(after),
         };
-        assert_eq!(owners(&change, &kind, true), [key("a"), key("c")]);
+        assert_eq!(owners(&change, &kind, true, true), [key("a"), key("c")]);
         assert_eq!(
-            owners(&change, &kind, false),
+            owners(&change, &kind, false, true),
             [key("a"), key("b"), key("c")]
         );
     }
@@ -154,9 +162,27 @@ mod tests {
             new: Some(pod(json!([owner("PodSet", "a", true)]), json!({}))),
         };
         let served = GroupVersionKind::gvk("kubewasm.dev", "v1", "PodSet");
-        assert_eq!(owners(&change, &served, true), [key("a")]);
+        assert_eq!(owners(&change, &served, true, true), [key("a")]);
         let other_group = GroupVersionKind::gvk("other.dev", "v1alpha1", "PodSet");
-        assert!(owners(&change, &other_group, true).is_empty());
+        assert!(owners(&change, &other_group, true, true).is_empty());
+    }
+
+    #[test]
+    fn the_owner_of_a_cluster_scoped_kind_has_no_namespace() {
+        let change = Change {
+            old: None,
+            new: Some(pod(
+                json!([owner("PodSet", "a", true)]),
+                json!({ "site": "s" }),
+            )),
+        };
+        let kind = GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "PodSet");
+        let cluster = |name: &str| ObjectKey {
+            namespace: None,
+            name: name.into(),
+        };
+        assert_eq!(owners(&change, &kind, true, false), [cluster("a")]);
+        assert_eq!(labelled(&change, "site", false), [cluster("s")]);
     }
 
     #[test]
@@ -165,7 +191,7 @@ mod tests {
             old: Some(pod(json!([]), json!({ "site": "old" }))),
             new: Some(pod(json!([]), json!({ "site": "new", "other": "x" }))),
         };
-        assert_eq!(labelled(&change, "site"), [key("new"), key("old")]);
-        assert!(labelled(&change, "missing").is_empty());
+        assert_eq!(labelled(&change, "site", true), [key("new"), key("old")]);
+        assert!(labelled(&change, "missing", true).is_empty());
     }
 }
