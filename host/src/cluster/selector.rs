@@ -304,7 +304,7 @@ impl<'a> Parser<'a> {
         if token.kind != Kind::Word {
             return Err(self.syntax(token, "a label key"));
         }
-        validate_key(token.text).map_err(|reason| SelectorError::InvalidKey {
+        validate_qualified_name(token.text).map_err(|reason| SelectorError::InvalidKey {
             input: self.input.to_owned(),
             position: token.position,
             key: token.text.to_owned(),
@@ -472,8 +472,8 @@ fn is_dns1123_part(s: &str) -> bool {
     }
 }
 
-/// The API server's `IsQualifiedName`.
-fn validate_key(key: &str) -> Result<(), String> {
+/// The API server's `IsQualifiedName` (`[prefix/]name`), with the reason when it is not one.
+pub fn validate_qualified_name(key: &str) -> Result<(), String> {
     let (prefix, name) = match key.split_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),

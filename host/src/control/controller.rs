@@ -12,11 +12,10 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use kube::api::GroupVersionKind;
-use kube::core::GroupVersion;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::cluster::cache::{CachedObject, Change, ObjectKey};
+use crate::cluster::cache::{CachedObject, Change, ObjectKey, kind_of};
 use crate::cluster::selection::Selection;
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::view::View;
@@ -277,7 +276,7 @@ impl Controller {
         };
         let module = self.module();
         for object in objects {
-            let Some(kind) = kind_of(&object.value) else {
+            let Some(kind) = kind_of(&object.value).map(types::Gvk::from) else {
                 continue;
             };
             match dispatch::map_keys(
@@ -427,11 +426,11 @@ impl Controller {
     async fn process(&self, key: &ObjectKey, reason: Reason) {
         let module = self.module();
         let metadata = &module.metadata;
-        let object = self.primary(key);
+        let mut object = self.primary(key);
         let mut entry = Entry::Reconcile;
-        if let (Some(finalizer), Some(object)) = (&metadata.finalizer, &object) {
-            let carries = object.finalizers.iter().any(|f| f == finalizer);
-            if object.deleting {
+        if let (Some(finalizer), Some(cached)) = (&metadata.finalizer, object.clone()) {
+            let carries = cached.finalizers.iter().any(|f| f == finalizer);
+            if cached.deleting {
                 if !carries {
                     self.counters.succeeded.fetch_add(1, Ordering::Relaxed);
                     self.queue.forget(key);
@@ -441,12 +440,14 @@ impl Controller {
             } else if !carries {
                 let added = self
                     .backend
-                    .set_finalizer(&metadata.primary.kind, object, finalizer, true)
+                    .set_finalizer(&metadata.primary.kind, &cached, finalizer, true)
                     .await;
                 if let Err(error) = added {
                     self.retry(key, &format!("adding finalizer {finalizer}: {error}"));
                     return;
                 }
+                // The guest sees the object with its finalizer, as recorded by the write.
+                object = self.primary(key).or(object);
             }
         }
         let request = types::Request {
@@ -476,10 +477,16 @@ impl Controller {
         .await;
         match result {
             Ok(Outcome::Done) => {
-                // The object as `finalize` left it: the guest's own writes are in the cache.
+                // The object as `finalize` left it, where the guest's own writes are recorded;
+                // the one `finalize` was given if the cache no longer holds it (it left the
+                // selection) or holds another object of that name.
                 if entry == Entry::Finalize
                     && let Some(finalizer) = &metadata.finalizer
-                    && let Some(object) = self.primary(key)
+                    && let Some(finalized) = &object
+                    && let Some(object) = self
+                        .primary(key)
+                        .filter(|fresh| fresh.uid == finalized.uid)
+                        .or_else(|| Some(finalized.clone()))
                     && object.finalizers.iter().any(|f| f == finalizer)
                 {
                     let removed = self
@@ -587,20 +594,6 @@ impl Plan {
     }
 }
 
-/// The kind an object names in its `apiVersion` and `kind`, as the contract passes it to
-/// `map-keys`; `None` if either is missing.
-fn kind_of(object: &serde_json::Value) -> Option<types::Gvk> {
-    let version = object["apiVersion"]
-        .as_str()?
-        .parse::<GroupVersion>()
-        .ok()?;
-    Some(types::Gvk {
-        group: version.group,
-        version: version.version,
-        kind: object["kind"].as_str()?.to_owned(),
-    })
-}
-
 async fn resync(controller: Weak<Controller>, stop: CancellationToken, period: Duration) {
     let mut ticks = tokio::time::interval(period);
     ticks.tick().await;
@@ -622,8 +615,6 @@ async fn resync(controller: Weak<Controller>, stop: CancellationToken, period: D
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
     use crate::wasm::declaration::Watch;
 
@@ -699,22 +690,5 @@ mod tests {
             all.iter().map(|s| s.kind.kind.as_str()).collect::<Vec<_>>(),
             ["PodSet", "Pod", "Node"]
         );
-    }
-
-    #[test]
-    fn map_keys_gets_the_kind_an_object_names() {
-        let kind = kind_of(&json!({"apiVersion": "apps/v1", "kind": "Deployment"})).unwrap();
-        assert_eq!(
-            (
-                kind.group.as_str(),
-                kind.version.as_str(),
-                kind.kind.as_str()
-            ),
-            ("apps", "v1", "Deployment")
-        );
-        let core = kind_of(&json!({"apiVersion": "v1", "kind": "Pod"})).unwrap();
-        assert_eq!((core.group.as_str(), core.version.as_str()), ("", "v1"));
-        assert!(kind_of(&json!({"kind": "Pod"})).is_none());
-        assert!(kind_of(&json!({"apiVersion": "v1"})).is_none());
     }
 }

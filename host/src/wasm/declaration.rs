@@ -7,7 +7,7 @@ use std::time::Duration;
 use kube::api::GroupVersionKind;
 
 use crate::cluster::selection::Selection;
-use crate::cluster::selector::{LabelSelector, is_dns1123_label};
+use crate::cluster::selector::{LabelSelector, is_dns1123_label, validate_qualified_name};
 use crate::config::MAX_CONCURRENCY;
 use crate::wasm::bindings::types;
 
@@ -116,11 +116,17 @@ pub fn validate(declared: types::ControllerMetadata) -> Result<Metadata, String>
     if declared.resync_seconds == Some(0) {
         return Err("resync-seconds must be at least 1".into());
     }
+    // The API server's rule for finalizer names: a qualified name with a domain prefix.
     if let Some(finalizer) = &declared.finalizer
-        && !finalizer.contains('/')
+        && let Err(reason) = validate_qualified_name(finalizer).and_then(|()| {
+            finalizer
+                .contains('/')
+                .then_some(())
+                .ok_or("it has no prefix".into())
+        })
     {
         return Err(format!(
-            "finalizer {finalizer:?} must be a qualified name such as example.com/cleanup"
+            "finalizer {finalizer:?} must be a qualified name such as example.com/cleanup: {reason}"
         ));
     }
     let watches = declared
@@ -203,6 +209,19 @@ mod tests {
         for n in [1, 1024] {
             assert_eq!(validate(declared(n, None)).unwrap().max_concurrency, n);
         }
+    }
+
+    #[test]
+    fn a_finalizer_is_a_qualified_name_with_a_prefix() {
+        for finalizer in ["cleanup", "x/", "a/b/c", "Example.com/x", "example.com/-x"] {
+            let mut metadata = declared(1, None);
+            metadata.finalizer = Some(finalizer.into());
+            let error = validate(metadata).unwrap_err();
+            assert!(error.starts_with("finalizer"), "{finalizer}: {error}");
+        }
+        let mut metadata = declared(1, None);
+        metadata.finalizer = Some("example.com/cleanup".into());
+        assert!(validate(metadata).is_ok());
     }
 
     #[test]
