@@ -260,8 +260,9 @@ impl Runtime {
         Self::build(false, true)
     }
 
-    /// As [`Runtime::new`] but with epoch interruption off, so calls have no wall-clock
-    /// deadline: for measuring what deadlines cost, never for running guests.
+    /// As [`Runtime::new`] but with epoch interruption off: running guest code is never
+    /// interrupted, only the wall-clock timeout of [`within_deadline`] ends a call. For
+    /// measuring what epochs cost, never for running guests.
     pub fn without_deadlines() -> Result<Self, RuntimeError> {
         Self::build(false, false)
     }
@@ -384,10 +385,11 @@ impl Runtime {
         let state = CallState::new(context, *limits, wasi.build(), memory, (stdout, stderr));
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
-        let deadline = Instant::now() + limits.timeout;
+        // A deadline beyond what the clock can count never comes.
+        let deadline = Instant::now().checked_add(limits.timeout);
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                 Ok(UpdateDeadline::Interrupt)
             } else {
                 Ok(UpdateDeadline::Yield(1))
@@ -423,8 +425,7 @@ pub async fn within_deadline<T>(
     start: Instant,
     call: impl Future<Output = wasmtime::Result<T>>,
 ) -> wasmtime::Result<T> {
-    let deadline = tokio::time::Instant::from_std(start + limits.timeout);
-    tokio::time::timeout_at(deadline, call)
+    tokio::time::timeout(limits.timeout.saturating_sub(start.elapsed()), call)
         .await
         .unwrap_or_else(|_| Err(wasmtime::Trap::Interrupt.into()))
 }
@@ -516,7 +517,10 @@ mod tests {
                 (func (export "grow") (drop (memory.grow (i32.const 3)))))
             (core instance $i (instantiate $m))
             (func (export "grow") (canon lift (core func $i "grow"))))"#;
-        let component = runtime.compile(wat.as_bytes(), "memory").unwrap().component;
+        let component = runtime
+            .compile(&wat::parse_str(wat).unwrap(), "memory")
+            .unwrap()
+            .component;
         let mut store = runtime.store(CallContext::for_tests("memory"), &Limits::default());
         let instance = Linker::new(&runtime.engine)
             .instantiate_async(&mut store, &component)
