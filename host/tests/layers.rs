@@ -93,40 +93,17 @@ fn identifier(text: &str) -> &str {
 }
 
 /// The module paths a file's code names: `crate::a::b...` (as far as the segments are module
-/// names, which are lowercase) and `super::...` resolved against the file's own module.
+/// names, which are lowercase), with `{...}` groups at any depth, and `super::...` resolved
+/// against the file's own module.
 fn imports(module: &ModulePath, code: &str) -> Vec<ModulePath> {
     let mut found = Vec::new();
-    let mut push_path = |base: ModulePath, rest: &str| {
-        let mut path = base;
-        let mut rest = rest;
-        loop {
-            let segment = identifier(rest);
-            if segment.is_empty() || !segment.starts_with(|c: char| c.is_ascii_lowercase()) {
-                break;
-            }
-            path.push(segment.to_owned());
-            match rest[segment.len()..].strip_prefix("::") {
-                Some(next) => rest = next,
-                None => break,
-            }
-        }
-        found.push(path);
-    };
     for (at, _) in code.match_indices("crate::") {
         if code[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
             continue;
         }
-        let rest = &code[at + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let group = &group[..group.find('}').unwrap_or(group.len())];
-            for item in group.split(',') {
-                push_path(Vec::new(), item.trim());
-            }
-        } else {
-            push_path(Vec::new(), rest);
-        }
+        expand(&Vec::new(), &code[at + "crate::".len()..], &mut found);
     }
-    let tests = code.find("mod tests");
+    let tests = code.find("mod tests {");
     for (at, _) in code.match_indices("super::") {
         if code[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
             continue;
@@ -138,14 +115,54 @@ fn imports(module: &ModulePath, code: &str) -> Vec<ModulePath> {
         let mut first = true;
         while let Some(next) = rest.strip_prefix("super::") {
             if !(first && in_tests) {
-                base.pop();
+                assert!(
+                    base.pop().is_some(),
+                    "{}: super:: beyond the crate root",
+                    name(module)
+                );
             }
             first = false;
             rest = next;
         }
-        push_path(base, rest);
+        expand(&base, rest, &mut found);
     }
     found
+}
+
+/// The module paths `text` names below `base`: `a::b`, a group `{a, b::{c, d}}`, or nothing
+/// more than `base` itself (`*`, `self`, a type).
+fn expand(base: &ModulePath, text: &str, found: &mut Vec<ModulePath>) {
+    let text = text.trim_start();
+    if let Some(group) = text.strip_prefix('{') {
+        let (mut depth, mut start) = (0, 0);
+        for (at, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    expand(base, &group[start..at], found);
+                    return;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    expand(base, &group[start..at], found);
+                    start = at + 1;
+                }
+                _ => {}
+            }
+        }
+        return;
+    }
+    let segment = identifier(text);
+    if segment.is_empty() || !segment.starts_with(|c: char| c.is_ascii_lowercase()) {
+        found.push(base.clone());
+        return;
+    }
+    let mut path = base.clone();
+    path.push(segment.to_owned());
+    match text[segment.len()..].strip_prefix("::") {
+        Some(rest) => expand(&path, rest, found),
+        None => found.push(path),
+    }
 }
 
 /// The file a module path lands in: the longest prefix that is a file.
@@ -322,8 +339,10 @@ fn the_checks_see_upward_imports_cycles_and_super_paths() {
     let module = |path: &str| -> ModulePath { path.split('/').map(str::to_owned).collect() };
     let mut files = BTreeMap::new();
     for path in [
+        "histogram",
         "cluster",
         "cluster/cache",
+        "cluster/selector",
         "cluster/watch",
         "wasm",
         "wasm/runtime",
@@ -334,13 +353,17 @@ fn the_checks_see_upward_imports_cycles_and_super_paths() {
     let sources = [
         (
             "cluster/cache",
-            "use crate::{cluster::watch::Informer, wasm::runtime};",
+            "use crate::{cluster::{selector, watch::Informer}, wasm::{self, runtime::Limits}};",
         ),
         (
             "cluster/watch",
             "fn f() { super::cache::Store::new() }\nmod tests { use super::*; }",
         ),
         ("wasm/runtime", "// crate::cluster::cache is only a comment"),
+        (
+            "cluster/selector",
+            "use super::super::{histogram, wasm::runtime::Limits};",
+        ),
     ];
     let mut code_of = BTreeMap::new();
     for (path, text) in sources {
@@ -356,14 +379,18 @@ fn the_checks_see_upward_imports_cycles_and_super_paths() {
         code_of.insert(m, text);
     }
     let krate = Crate {
-        layers: vec!["cluster".into(), "wasm".into()],
+        layers: vec!["histogram".into(), "cluster".into(), "wasm".into()],
         files,
         edges,
         code: code_of,
     };
     assert_eq!(
         upward_imports(&krate),
-        ["cluster::cache (cluster) imports wasm::runtime (wasm)"]
+        [
+            "cluster::cache (cluster) imports wasm (wasm)",
+            "cluster::cache (cluster) imports wasm::runtime (wasm)",
+            "cluster::selector (cluster) imports wasm::runtime (wasm)",
+        ]
     );
     assert_eq!(
         cycles(&krate.edges),
