@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use kube::api::DynamicObject;
+use kube::api::{DynamicObject, GroupVersionKind};
+use kube::core::GroupVersion;
 
 use crate::cluster::selector::LabelSelector;
 
@@ -134,6 +135,12 @@ impl CachedObject {
     pub fn version(&self) -> Option<u64> {
         self.resource_version.as_deref()?.parse().ok()
     }
+}
+
+/// The kind of a Kubernetes object from its `apiVersion` and `kind`, if it has both.
+pub fn kind_of(object: &serde_json::Value) -> Option<GroupVersionKind> {
+    let version: GroupVersion = object["apiVersion"].as_str()?.parse().ok()?;
+    Some(version.with_kind(object["kind"].as_str()?))
 }
 
 /// The name of an object: what a workqueue holds.
@@ -393,7 +400,19 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    #[test]
+    fn the_kind_of_an_object_is_read_from_its_api_version_and_kind() {
+        let kind = kind_of(&json!({"apiVersion": "apps/v1", "kind": "Deployment"})).unwrap();
+        assert_eq!(kind, GroupVersionKind::gvk("apps", "v1", "Deployment"));
+        let core = kind_of(&json!({"apiVersion": "v1", "kind": "Pod"})).unwrap();
+        assert_eq!(core, GroupVersionKind::gvk("", "v1", "Pod"));
+        assert!(kind_of(&json!({"kind": "Pod"})).is_none());
+        assert!(kind_of(&json!({"apiVersion": "v1"})).is_none());
+    }
 
     fn object(namespace: &str, name: &str, version: &str, labels: &[(&str, &str)]) -> CachedObject {
         let labels: BTreeMap<String, String> = labels

@@ -16,6 +16,7 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::Value;
 
+use crate::cluster::cache::kind_of;
 use crate::wasm::backend::{
     ApplyRequest, DeleteRequest, EventRequest, LogLine, PatchRequest, Scope,
 };
@@ -24,7 +25,7 @@ use crate::wasm::bindings::types;
 use crate::wasm::declaration::Metadata;
 use crate::wasm::dispatch::{self, Entry, Failure, Outcome};
 use crate::wasm::env::GuestEnv;
-use crate::wasm::fixture::{FixtureBackend, Write, kind_of};
+use crate::wasm::fixture::{FixtureBackend, Write};
 use crate::wasm::module::{self, LoadError, Module};
 use crate::wasm::permissions::Permissions;
 use crate::wasm::runtime::{Limits, Runtime, RuntimeError};

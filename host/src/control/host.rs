@@ -24,8 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::cluster::watch::{Informer, Informers, Resources};
-use crate::config::QueueConfig;
-use crate::config::{Config, ModuleConfig};
+use crate::config::{Config, ModuleConfig, QueueConfig};
 use crate::control::controller::{Controller, Settings};
 use crate::control::reload;
 use crate::wasm::declaration::Metadata;

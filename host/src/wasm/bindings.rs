@@ -17,6 +17,16 @@ pub use self::kubewasm::controller::types;
 /// The exported interface's name, with the contract version a module must implement.
 pub const GUEST_INTERFACE: &str = "kubewasm:controller/guest@0.1.0";
 
+impl From<kube::api::GroupVersionKind> for types::Gvk {
+    fn from(kind: kube::api::GroupVersionKind) -> Self {
+        Self {
+            group: kind.group,
+            version: kind.version,
+            kind: kind.kind,
+        }
+    }
+}
+
 impl From<types::Gvk> for kube::api::GroupVersionKind {
     fn from(kind: types::Gvk) -> Self {
         Self::gvk(&kind.group, &kind.version, &kind.kind)

@@ -124,7 +124,7 @@ mod tests {
         let engine = Engine::default();
         let cache = CompileCache::new(&dir, &engine);
         assert!(cache.get(&engine, "abc").is_none());
-        let component = Component::new(&engine, COMPONENT).unwrap();
+        let component = Component::new(&engine, wat::parse_str(COMPONENT).unwrap()).unwrap();
         cache.put("abc", &component).unwrap();
         assert!(cache.get(&engine, "abc").is_some());
 

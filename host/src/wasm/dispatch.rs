@@ -208,14 +208,11 @@ mod tests {
             ..Limits::default()
         };
         let mut store = runtime.store(context, &limits);
-        let module = wasmtime::Module::new(
-            store.engine(),
-            r#"(module
-                (memory 1)
-                (func (export "grow") (drop (memory.grow (i32.const 1024))))
-                (func (export "trap") unreachable))"#,
-        )
-        .unwrap();
+        let wat = r#"(module
+            (memory 1)
+            (func (export "grow") (drop (memory.grow (i32.const 1024))))
+            (func (export "trap") unreachable))"#;
+        let module = wasmtime::Module::new(store.engine(), wat::parse_str(wat).unwrap()).unwrap();
         let instance = wasmtime::Instance::new_async(&mut store, &module, &[])
             .await
             .unwrap();

@@ -24,10 +24,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use kube::api::GroupVersionKind;
-use kube::core::GroupVersion;
 use serde_json::Value;
 
-use crate::cluster::cache::ObjectKey;
+use crate::cluster::cache::{ObjectKey, kind_of};
 use crate::cluster::selector::LabelSelector;
 use crate::wasm::backend::{
     ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, LogLine, PatchRequest,
@@ -197,12 +196,6 @@ impl FixtureBackend {
         // Nothing panics while the state is locked, so a poisoned lock guards consistent state.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-/// The kind of a Kubernetes object from its `apiVersion` and `kind`, if it has both.
-pub fn kind_of(object: &Value) -> Option<GroupVersionKind> {
-    let version: GroupVersion = object["apiVersion"].as_str()?.parse().ok()?;
-    Some(version.with_kind(object["kind"].as_str()?))
 }
 
 fn key(namespace: Option<&str>, name: &str) -> ObjectKey {
