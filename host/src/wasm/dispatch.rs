@@ -8,7 +8,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use wasmtime::Store;
+
 use crate::wasm::backend::{LogLine, Scope};
+use crate::wasm::bindings::exports::kubewasm::controller::guest::Guest;
 use crate::wasm::bindings::kubewasm::controller::log::Level;
 use crate::wasm::bindings::types;
 use crate::wasm::env::{CallContext, GuestEnv};
@@ -65,37 +68,19 @@ pub async fn call(
     entry: Entry,
     request: types::Request,
 ) -> Result<Outcome, Failure> {
-    let start = Instant::now();
-    let context = CallContext {
-        env: env.clone(),
-        scope: Some(scope),
+    let export = async |guest: &Guest, store: &mut Store<CallState>| match entry {
+        Entry::Reconcile => guest.call_reconcile(store, &request).await,
+        Entry::Finalize => guest.call_finalize(store, &request).await,
     };
-    let mut store = runtime.store(context, limits);
-    let mut instantiated = None;
-    let result = within_deadline(limits, start, async {
-        let instance = module.pre.instantiate_async(&mut store).await?;
-        instantiated = Some(Instant::now());
-        env.times.instantiate.observe(start.elapsed());
-        let guest = instance.kubewasm_controller_guest();
-        match entry {
-            Entry::Reconcile => guest.call_reconcile(&mut store, &request).await,
-            Entry::Finalize => guest.call_finalize(&mut store, &request).await,
-        }
-    })
-    .await;
-    if let Some(instantiated) = instantiated {
-        env.times.call.observe(instantiated.elapsed());
-    }
-    forward_output(&store);
+    let result = in_fresh_instance(runtime, module, env, limits, Some(scope), export).await;
     let cut = |message| truncate(message, limits.error_bytes);
-    match result {
-        Ok(Ok(types::Outcome::Done)) => Ok(Outcome::Done),
-        Ok(Ok(types::Outcome::RequeueAfter(ms))) => {
+    match result? {
+        Ok(types::Outcome::Done) => Ok(Outcome::Done),
+        Ok(types::Outcome::RequeueAfter(ms)) => {
             Ok(Outcome::RequeueAfter(Duration::from_millis(ms)))
         }
-        Ok(Err(types::ReconcileError::Transient(message))) => Err(Failure::Transient(cut(message))),
-        Ok(Err(types::ReconcileError::Permanent(message))) => Err(Failure::Permanent(cut(message))),
-        Err(error) => Err(classify(error, limits, store.data().memory_exhausted())),
+        Err(types::ReconcileError::Transient(message)) => Err(Failure::Transient(cut(message))),
+        Err(types::ReconcileError::Permanent(message)) => Err(Failure::Permanent(cut(message))),
     }
 }
 
@@ -109,29 +94,10 @@ pub async fn map_keys(
     kind: types::Gvk,
     object: &str,
 ) -> Result<Vec<types::ObjectKey>, Failure> {
-    let start = Instant::now();
-    let context = CallContext {
-        env: env.clone(),
-        scope: None,
+    let export = async |guest: &Guest, store: &mut Store<CallState>| {
+        guest.call_map_keys(store, &kind, object).await
     };
-    let mut store = runtime.store(context, limits);
-    let mut instantiated = None;
-    let result = within_deadline(limits, start, async {
-        let instance = module.pre.instantiate_async(&mut store).await?;
-        instantiated = Some(Instant::now());
-        env.times.instantiate.observe(start.elapsed());
-        instance
-            .kubewasm_controller_guest()
-            .call_map_keys(&mut store, &kind, object)
-            .await
-    })
-    .await;
-    if let Some(instantiated) = instantiated {
-        env.times.call.observe(instantiated.elapsed());
-    }
-    forward_output(&store);
-    let mut keys =
-        result.map_err(|error| classify(error, limits, store.data().memory_exhausted()))?;
+    let mut keys = in_fresh_instance(runtime, module, env, limits, None, export).await?;
     if keys.len() > limits.map_keys {
         tracing::warn!(
             guest = %env.name, returned = keys.len(), limit = limits.map_keys,
@@ -140,6 +106,37 @@ pub async fn map_keys(
         keys.truncate(limits.map_keys);
     }
     Ok(keys)
+}
+
+/// Runs `export` in a fresh instance of `module` within the deadline of `limits`, records the
+/// instantiation and call times, and forwards what the guest wrote to stdout and stderr.
+async fn in_fresh_instance<T>(
+    runtime: &Runtime,
+    module: &Module,
+    env: &Arc<GuestEnv>,
+    limits: &Limits,
+    scope: Option<Scope>,
+    export: impl AsyncFnOnce(&Guest, &mut Store<CallState>) -> wasmtime::Result<T>,
+) -> Result<T, Failure> {
+    let start = Instant::now();
+    let context = CallContext {
+        env: env.clone(),
+        scope,
+    };
+    let mut store = runtime.store(context, limits);
+    let mut instantiated = None;
+    let result = within_deadline(limits, start, async {
+        let instance = module.pre.instantiate_async(&mut store).await?;
+        instantiated = Some(Instant::now());
+        env.times.instantiate.observe(start.elapsed());
+        export(instance.kubewasm_controller_guest(), &mut store).await
+    })
+    .await;
+    if let Some(instantiated) = instantiated {
+        env.times.call.observe(instantiated.elapsed());
+    }
+    forward_output(&store);
+    result.map_err(|error| classify(error, limits, store.data().memory_exhausted()))
 }
 
 /// Why a call failed: its deadline passed, a memory could not grow (as the store's limiter
@@ -162,7 +159,7 @@ fn classify(error: wasmtime::Error, limits: &Limits, memory_exhausted: bool) -> 
 
 /// Hands what the guest wrote to stdout and stderr to the host's log, line by line under the
 /// guest's rate limit, and whole to the backend; notes output dropped beyond the call's cap.
-fn forward_output(store: &wasmtime::Store<CallState>) {
+fn forward_output(store: &Store<CallState>) {
     let state = store.data();
     let env = &state.context.env;
     let (guest, key) = (&env.name, state.context.key());
