@@ -214,17 +214,17 @@ async fn a_host_killed_midway_and_restarted_creates_no_duplicate(language: Langu
                 Ok((podset.data["status"]["replicas"] == REPLICAS).then_some(()))
             })
             .await?;
+            eprintln!("{killed_at} of {REPLICAS} pods existed when the first host was killed");
+            // Inside the host's run, so that a failure prints its log.
+            anyhow::ensure!(
+                recorder.controlled_by(&uid) == REPLICAS,
+                "{} pods were created for {REPLICAS} replicas",
+                recorder.controlled_by(&uid)
+            );
             Ok(())
         },
     )
-    .await?;
-    eprintln!("{killed_at} of {REPLICAS} pods existed when the first host was killed");
-    anyhow::ensure!(
-        recorder.controlled_by(&uid) == REPLICAS,
-        "{} pods were created for {REPLICAS} replicas",
-        recorder.controlled_by(&uid)
-    );
-    Ok(())
+    .await
 }
 
 async fn five_hundred_podsets_converge_without_duplicates(language: Language) -> Result<()> {

@@ -94,18 +94,22 @@ impl CallContext {
         given.or_else(|| self.scope.as_ref().and_then(|s| s.namespace.clone()))
     }
 
-    async fn timed<T>(
+    /// Runs a backend call under the host-call timeout, on a task of its own: if the guest's
+    /// deadline ends its call meanwhile, a write already on its way still completes and is
+    /// recorded in the cache, so the guest's next reconcile reads it and does not repeat it.
+    async fn timed<T: Send + 'static>(
         &self,
-        call: impl Future<Output = Result<T, CallError>>,
+        call: impl Future<Output = Result<T, CallError>> + Send + 'static,
     ) -> Result<T, CallError> {
         let timeout = self.env.host_call_timeout;
-        tokio::time::timeout(timeout, call)
-            .await
-            .unwrap_or_else(|_| {
-                Err(CallError::Unavailable(format!(
-                    "no answer from the API server within {timeout:?}"
-                )))
-            })
+        let unanswered =
+            || CallError::Unavailable(format!("no answer from the API server within {timeout:?}"));
+        match tokio::spawn(tokio::time::timeout(timeout, call)).await {
+            Ok(answer) => answer.unwrap_or_else(|_| Err(unanswered())),
+            Err(error) => Err(CallError::Unavailable(format!(
+                "the host call failed: {error}"
+            ))),
+        }
     }
 
     /// Parses an object written by the guest and fills in its namespace; checks its kind.
@@ -196,7 +200,9 @@ impl CallContext {
             status,
             force,
         };
-        self.timed(self.env.backend.apply(request)).await
+        let backend = self.env.backend.clone();
+        self.timed(async move { backend.apply(request).await })
+            .await
     }
 }
 
@@ -368,7 +374,10 @@ impl writes::Host for CallState {
                         uid: preconditions.uid,
                         resource_version: preconditions.resource_version,
                     };
-                    context.timed(context.env.backend.delete(request)).await
+                    let backend = context.env.backend.clone();
+                    context
+                        .timed(async move { backend.delete(request).await })
+                        .await
                 }
                 Err(error) => Err(error),
             };
@@ -398,7 +407,10 @@ impl writes::Host for CallState {
                 patch,
                 json_patch: matches!(patch_type, writes::PatchType::Json),
             };
-            context.timed(context.env.backend.patch(request)).await
+            let backend = context.env.backend.clone();
+            context
+                .timed(async move { backend.patch(request).await })
+                .await
         }
         .await;
         answer(result, &context.env, &self.limits, "patch")
@@ -423,7 +435,10 @@ impl events::Host for CallState {
                 action: event.action,
                 note: event.note,
             };
-            context.timed(context.env.backend.event(request)).await
+            let backend = context.env.backend.clone();
+            context
+                .timed(async move { backend.event(request).await })
+                .await
         }
         .await;
         answer(result, &context.env, &self.limits, "record-event")
@@ -494,6 +509,29 @@ mod tests {
     use crate::wasm::fixture::FixtureBackend;
     use crate::wasm::permissions::Permissions;
     use crate::wasm::runtime::Runtime;
+
+    #[tokio::test]
+    async fn a_host_call_finishes_when_the_guest_call_is_dropped() {
+        use std::sync::atomic::AtomicBool;
+        let context = CallContext::for_tests("writer");
+        let done = Arc::new(AtomicBool::new(false));
+        let write = {
+            let done = done.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                done.store(true, Ordering::SeqCst);
+                Ok::<_, CallError>(())
+            }
+        };
+        // The guest's deadline ends its call while the write is on its way.
+        let ended = tokio::time::timeout(Duration::from_millis(10), context.timed(write)).await;
+        assert!(ended.is_err());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            done.load(Ordering::SeqCst),
+            "the write was cancelled with the guest's call"
+        );
+    }
 
     #[test]
     fn a_grant_restricted_to_namespaces_never_covers_a_cluster_scoped_kind() {
