@@ -165,6 +165,48 @@ pub struct ManagerConfig {
     pub leader_election_namespace: Option<String>,
     /// `leaderElection.resourceName`: the Lease's name, a DNS-1123 subdomain.
     pub leader_election_id: Option<String>,
+    /// `leaderElection.leaseDuration`, such as `15s`.
+    pub lease_duration: Option<Duration>,
+    /// `leaderElection.renewDeadline`, such as `10s`.
+    pub renew_deadline: Option<Duration>,
+    /// `leaderElection.retryPeriod`, such as `2s`.
+    pub retry_period: Option<Duration>,
+}
+
+/// A duration in Go's syntax, as Kubernetes components take them: numbers with units
+/// (`ns`, `us` or `µs`, `ms`, `s`, `m`, `h`), such as `15s`, `1.5s` or `1m30s`; `0` alone.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let invalid = || format!("{text:?} is not a duration such as 15s, 500ms or 1m30s");
+    if text.is_empty() {
+        return Err(invalid());
+    }
+    let mut rest = text;
+    let mut seconds = 0.0;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .ok_or_else(invalid)?;
+        let number: f64 = rest[..number_end].parse().map_err(|_| invalid())?;
+        rest = &rest[number_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(invalid()),
+        };
+        seconds += number * scale;
+        rest = &rest[unit_end..];
+    }
+    Duration::try_from_secs_f64(seconds).map_err(|_| invalid())
 }
 
 /// An address to listen on, or none (`0`). `:PORT` means every IPv4 interface.
@@ -393,6 +435,9 @@ struct RawLeaderElection {
     leader_elect: Option<bool>,
     resource_namespace: Option<String>,
     resource_name: Option<String>,
+    lease_duration: Option<String>,
+    renew_deadline: Option<String>,
+    retry_period: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -505,7 +550,19 @@ fn validate_manager(
         leader_elect: None,
         resource_namespace: None,
         resource_name: None,
+        lease_duration: None,
+        renew_deadline: None,
+        retry_period: None,
     });
+    let duration = |text: &Option<String>, field: &str| {
+        text.as_deref()
+            .map(parse_duration)
+            .transpose()
+            .map_err(|message| invalid(format!("leaderElection.{field}"), message))
+    };
+    let lease_duration = duration(&election.lease_duration, "leaseDuration")?;
+    let renew_deadline = duration(&election.renew_deadline, "renewDeadline")?;
+    let retry_period = duration(&election.retry_period, "retryPeriod")?;
     if let Some(namespace) = &election.resource_namespace
         && !is_dns1123_label(namespace)
     {
@@ -531,6 +588,9 @@ fn validate_manager(
         leader_elect: election.leader_elect,
         leader_election_namespace: election.resource_namespace,
         leader_election_id: election.resource_name,
+        lease_duration,
+        renew_deadline,
+        retry_period,
     })
 }
 
@@ -911,6 +971,21 @@ queue:
         match parse(text) {
             Err(error @ ConfigError::Parse { .. }) => error.to_string(),
             other => panic!("expected Parse for {text:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn durations_are_read_in_go_syntax() {
+        let ok = |text: &str| parse_duration(text).unwrap();
+        assert_eq!(ok("15s"), Duration::from_secs(15));
+        assert_eq!(ok("1.5s"), Duration::from_millis(1500));
+        assert_eq!(ok("1m30s"), Duration::from_secs(90));
+        assert_eq!(ok("500ms"), Duration::from_millis(500));
+        assert_eq!(ok("2h"), Duration::from_secs(7200));
+        assert_eq!(ok("0"), Duration::ZERO);
+        for text in ["", "2", "s", "1x", "-1s", "1..5s", "1e3s"] {
+            let error = parse_duration(text).unwrap_err();
+            assert!(error.contains("is not a duration"), "{text}: {error}");
         }
     }
 

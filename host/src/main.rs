@@ -30,7 +30,9 @@ async fn main() -> anyhow::Result<ExitCode> {
         Command::Run(args) => {
             init_logs(cli.log_format);
             let config = Config::load(&args.config)?;
-            let manager = args.manager(&config.manager);
+            let manager = args
+                .manager(&config.manager)
+                .map_err(|e| anyhow::anyhow!("leader election: {e}"))?;
             let servers = serve::bind(
                 manager.metrics_bind_address,
                 manager.health_probe_bind_address,
@@ -49,7 +51,11 @@ async fn main() -> anyhow::Result<ExitCode> {
                 let namespace = manager
                     .leader_election_namespace
                     .unwrap_or_else(leader::default_namespace);
-                let election = ElectionConfig::new(namespace, manager.leader_election_id);
+                let election = ElectionConfig::with_timings(
+                    namespace,
+                    manager.leader_election_id,
+                    manager.lease,
+                );
                 started.set_standby(true);
                 let leadership =
                     lead(LeaderElector::new(client.clone(), election), &shutdown).await?;

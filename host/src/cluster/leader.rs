@@ -49,6 +49,57 @@ pub enum LeaderError {
     },
 }
 
+/// How long a Lease record stays valid, how long its holder keeps trying to renew it, and how
+/// often candidates try: client-go's defaults (15 s, 10 s, 2 s) unless configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTimings {
+    /// How long a record stays valid without renewal.
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives leadership up.
+    pub renew_deadline: Duration,
+    /// How often candidates try to acquire, and the leader renews.
+    pub retry_period: Duration,
+}
+
+impl Default for LeaseTimings {
+    fn default() -> Self {
+        Self {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+impl LeaseTimings {
+    /// client-go's rules: the leader gives up (renew deadline) before a standby may take over
+    /// (lease duration), and retries more than once within the renew deadline (its jitter
+    /// factor is 1.2).
+    pub fn validate(&self) -> Result<(), String> {
+        let Self {
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        } = *self;
+        if retry_period.is_zero() {
+            return Err("the retry period must be longer than 0".into());
+        }
+        if lease_duration <= renew_deadline {
+            return Err(format!(
+                "the lease duration {lease_duration:?} must be longer than the renew deadline \
+                 {renew_deadline:?}"
+            ));
+        }
+        if renew_deadline.as_secs_f64() <= 1.2 * retry_period.as_secs_f64() {
+            return Err(format!(
+                "the renew deadline {renew_deadline:?} must be longer than 1.2 times the retry \
+                 period {retry_period:?}"
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Which Lease to hold, under which identity, with which timings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElectionConfig {
@@ -70,13 +121,22 @@ impl ElectionConfig {
     /// The Lease `namespace/name` with client-go's timings (15 s, 10 s, 2 s) and
     /// [`default_identity`].
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self::with_timings(namespace, name, LeaseTimings::default())
+    }
+
+    /// The Lease `namespace/name` with `timings` and [`default_identity`].
+    pub fn with_timings(
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+        timings: LeaseTimings,
+    ) -> Self {
         Self {
             namespace: namespace.into(),
             name: name.into(),
             identity: default_identity(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
+            lease_duration: timings.lease_duration,
+            renew_deadline: timings.renew_deadline,
+            retry_period: timings.retry_period,
         }
     }
 }

@@ -2,12 +2,14 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::cluster::leader::LeaseTimings;
 use crate::cluster::selector::{is_dns1123_label, is_dns1123_subdomain};
 pub use crate::config::BindAddress;
-use crate::config::ManagerConfig;
+use crate::config::{ManagerConfig, parse_duration};
 
 /// Runs Kubernetes controllers written as WebAssembly components.
 #[derive(Debug, Parser)]
@@ -141,6 +143,19 @@ pub struct RunArgs {
     /// `kubewasm-leader`.
     #[arg(long)]
     pub leader_election_id: Option<String>,
+    /// How long a Lease record stays valid without renewal, such as 15s: how long a standby
+    /// waits before it takes over from a leader that stopped renewing. Default: the
+    /// configuration's `leaderElection.leaseDuration`, else 15s.
+    #[arg(long, value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Option<Duration>,
+    /// How long the leader keeps trying to renew before it stops reconciling, such as 10s;
+    /// shorter than the lease duration. Default: `leaderElection.renewDeadline`, else 10s.
+    #[arg(long, value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Option<Duration>,
+    /// How often candidates try to take the Lease and the leader renews it, such as 2s.
+    /// Default: `leaderElection.retryPeriod`, else 2s.
+    #[arg(long, value_parser = parse_duration)]
+    pub leader_elect_retry_period: Option<Duration>,
 }
 
 /// The process settings of `kubewasm run`: each from its flag, else from the configuration
@@ -157,6 +172,8 @@ pub struct Manager {
     pub leader_election_namespace: Option<String>,
     /// The Lease's name.
     pub leader_election_id: String,
+    /// The Lease's timings.
+    pub lease: LeaseTimings,
 }
 
 /// Default of `--metrics-bind-address`: loopback, as controller-runtime's.
@@ -167,14 +184,31 @@ pub const DEFAULT_HEALTH_PROBE_BIND_ADDRESS: &str = "127.0.0.1:8081";
 pub const DEFAULT_LEADER_ELECTION_ID: &str = "kubewasm-leader";
 
 impl RunArgs {
-    /// The process settings, with the flags winning over `file`.
-    pub fn manager(&self, file: &ManagerConfig) -> Manager {
+    /// The process settings, with the flags winning over `file`; an error if the Lease's
+    /// timings break client-go's rules.
+    pub fn manager(&self, file: &ManagerConfig) -> Result<Manager, String> {
         let address = |flag: Option<BindAddress>, file: Option<BindAddress>, default: &str| {
             flag.or(file)
                 .unwrap_or_else(|| default.parse().expect("default addresses parse"))
                 .0
         };
-        Manager {
+        let defaults = LeaseTimings::default();
+        let lease = LeaseTimings {
+            lease_duration: self
+                .leader_elect_lease_duration
+                .or(file.lease_duration)
+                .unwrap_or(defaults.lease_duration),
+            renew_deadline: self
+                .leader_elect_renew_deadline
+                .or(file.renew_deadline)
+                .unwrap_or(defaults.renew_deadline),
+            retry_period: self
+                .leader_elect_retry_period
+                .or(file.retry_period)
+                .unwrap_or(defaults.retry_period),
+        };
+        lease.validate()?;
+        Ok(Manager {
             metrics_bind_address: address(
                 self.metrics_bind_address,
                 file.metrics_bind_address,
@@ -195,7 +229,8 @@ impl RunArgs {
                 .clone()
                 .or_else(|| file.leader_election_id.clone())
                 .unwrap_or_else(|| DEFAULT_LEADER_ELECTION_ID.to_owned()),
-        }
+            lease,
+        })
     }
 }
 
@@ -226,7 +261,7 @@ mod tests {
         assert!(parse("localhost").is_err());
     }
 
-    fn manager(args: &[&str], file: &str) -> Manager {
+    fn manager(args: &[&str], file: &str) -> Result<Manager, String> {
         let cli = Cli::try_parse_from(["kubewasm", "run", "--config", "c.yaml"].iter().chain(args))
             .unwrap();
         let Command::Run(run) = cli.command else {
@@ -242,7 +277,7 @@ mod tests {
 
     #[test]
     fn run_settings_come_from_flags_then_the_file_then_defaults() {
-        let defaults = manager(&[], "");
+        let defaults = manager(&[], "").unwrap();
         assert_eq!(
             defaults,
             Manager {
@@ -251,13 +286,15 @@ mod tests {
                 leader_elect: false,
                 leader_election_namespace: None,
                 leader_election_id: "kubewasm-leader".into(),
+                lease: LeaseTimings::default(),
             }
         );
         let file = "metrics: {bindAddress: ':9090'}
 health: {healthProbeBindAddress: '0'}
-leaderElection: {leaderElect: true, resourceNamespace: ops, resourceName: lease}
+leaderElection: {leaderElect: true, resourceNamespace: ops, resourceName: lease,
+  leaseDuration: 1m, renewDeadline: 40s, retryPeriod: 5s}
 ";
-        let from_file = manager(&[], file);
+        let from_file = manager(&[], file).unwrap();
         assert_eq!(
             from_file,
             Manager {
@@ -266,6 +303,11 @@ leaderElection: {leaderElect: true, resourceNamespace: ops, resourceName: lease}
                 leader_elect: true,
                 leader_election_namespace: Some("ops".into()),
                 leader_election_id: "lease".into(),
+                lease: LeaseTimings {
+                    lease_duration: Duration::from_secs(60),
+                    renew_deadline: Duration::from_secs(40),
+                    retry_period: Duration::from_secs(5),
+                },
             }
         );
         let flags = [
@@ -278,17 +320,55 @@ leaderElection: {leaderElect: true, resourceNamespace: ops, resourceName: lease}
             "other",
             "--leader-election-id",
             "mine",
+            "--leader-elect-lease-duration",
+            "8s",
+            "--leader-elect-renew-deadline",
+            "6s",
+            "--leader-elect-retry-period",
+            "1.5s",
         ];
         assert_eq!(
-            manager(&flags, file),
+            manager(&flags, file).unwrap(),
             Manager {
                 metrics_bind_address: None,
                 health_probe_bind_address: Some("0.0.0.0:8081".parse().unwrap()),
                 leader_elect: false,
                 leader_election_namespace: Some("other".into()),
                 leader_election_id: "mine".into(),
+                lease: LeaseTimings {
+                    lease_duration: Duration::from_secs(8),
+                    renew_deadline: Duration::from_secs(6),
+                    retry_period: Duration::from_millis(1500),
+                },
             }
         );
-        assert!(manager(&["--leader-elect"], "").leader_elect);
+        assert!(manager(&["--leader-elect"], "").unwrap().leader_elect);
+    }
+
+    #[test]
+    fn lease_timings_follow_client_go_rules() {
+        // The leader must give up before a standby may take over, and retry within the deadline.
+        let error = manager(&["--leader-elect-renew-deadline", "15s"], "").unwrap_err();
+        assert!(
+            error.contains("lease duration 15s must be longer than the renew deadline 15s"),
+            "{error}"
+        );
+        let error = manager(&["--leader-elect-retry-period", "9s"], "").unwrap_err();
+        assert!(
+            error.contains("renew deadline 10s must be longer than 1.2 times the retry period 9s"),
+            "{error}"
+        );
+        assert!(
+            Cli::try_parse_from([
+                "kubewasm",
+                "run",
+                "--config",
+                "c",
+                "--leader-elect-retry-period",
+                "2"
+            ])
+            .is_err(),
+            "a duration has a unit"
+        );
     }
 }
