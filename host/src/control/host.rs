@@ -404,7 +404,8 @@ mod tests {
     use super::*;
     use crate::cluster::selection::Selection;
 
-    fn declared(resync: Option<Duration>) -> Metadata {
+    /// A ConfigMap controller named `declared`, with 3 workers and a 600 s resync.
+    fn declared() -> Metadata {
         Metadata {
             name: "declared".into(),
             primary: Selection {
@@ -416,26 +417,25 @@ mod tests {
             watches: Vec::new(),
             finalizer: None,
             max_concurrency: 3,
-            resync,
+            resync: Some(Duration::from_secs(600)),
         }
     }
 
-    fn module_config(yaml: &str) -> ModuleConfig {
+    /// The settings of the first module of the configuration `yaml`, declared by [`declared`].
+    fn settings_of(yaml: &str) -> Settings {
         let config = Config::from_yaml(yaml, Path::new("/modules")).unwrap();
-        config.modules[0].clone()
+        settings(
+            &config.modules[0],
+            &declared(),
+            Limits::default(),
+            QueueConfig::default(),
+        )
     }
 
     #[test]
     fn the_configuration_overrides_what_the_module_declares() {
-        let config = module_config(
+        let settings = settings_of(
             "modules:\n  - path: a.wasm\n    name: renamed\n    maxConcurrency: 7\n    resyncSeconds: 30\n    namespaces: [a]\n",
-        );
-        let metadata = declared(Some(Duration::from_secs(600)));
-        let settings = settings(
-            &config,
-            &metadata,
-            Limits::default(),
-            QueueConfig::default(),
         );
         assert_eq!(settings.name, "renamed");
         assert_eq!(settings.max_concurrency, 7);
@@ -445,14 +445,7 @@ mod tests {
 
     #[test]
     fn without_configuration_the_declaration_holds() {
-        let config = module_config("modules:\n  - path: a.wasm\n");
-        let metadata = declared(Some(Duration::from_secs(600)));
-        let settings = settings(
-            &config,
-            &metadata,
-            Limits::default(),
-            QueueConfig::default(),
-        );
+        let settings = settings_of("modules:\n  - path: a.wasm\n");
         assert_eq!(settings.name, "declared");
         assert_eq!(settings.max_concurrency, 3);
         assert_eq!(settings.resync, Some(Duration::from_secs(600)));
