@@ -51,11 +51,8 @@ async fn main() -> anyhow::Result<ExitCode> {
                 let namespace = manager
                     .leader_election_namespace
                     .unwrap_or_else(leader::default_namespace);
-                let election = ElectionConfig::with_timings(
-                    namespace,
-                    manager.leader_election_id,
-                    manager.lease,
-                );
+                let election =
+                    ElectionConfig::new(namespace, manager.leader_election_id, manager.lease);
                 started.set_standby(true);
                 let leadership =
                     lead(LeaderElector::new(client.clone(), election), &shutdown).await?;

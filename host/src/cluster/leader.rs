@@ -109,23 +109,13 @@ pub struct ElectionConfig {
     pub name: String,
     /// This candidate's identity, unique among the candidates.
     pub identity: String,
-    /// How long a record stays valid without renewal.
-    pub lease_duration: Duration,
-    /// How long the leader keeps trying to renew before it gives leadership up.
-    pub renew_deadline: Duration,
-    /// How often candidates try to acquire, and the leader renews.
-    pub retry_period: Duration,
+    /// How long records stay valid, and how often and how long renewals are tried.
+    pub timings: LeaseTimings,
 }
 
 impl ElectionConfig {
-    /// The Lease `namespace/name` with client-go's timings (15 s, 10 s, 2 s) and
-    /// [`default_identity`].
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self::with_timings(namespace, name, LeaseTimings::default())
-    }
-
     /// The Lease `namespace/name` with `timings` and [`default_identity`].
-    pub fn with_timings(
+    pub fn new(
         namespace: impl Into<String>,
         name: impl Into<String>,
         timings: LeaseTimings,
@@ -134,9 +124,7 @@ impl ElectionConfig {
             namespace: namespace.into(),
             name: name.into(),
             identity: default_identity(),
-            lease_duration: timings.lease_duration,
-            renew_deadline: timings.renew_deadline,
-            retry_period: timings.retry_period,
+            timings,
         }
     }
 }
@@ -200,7 +188,7 @@ impl LeaderElector {
     ) -> Result<Leadership, LeaderError> {
         let mut observed = None;
         loop {
-            let attempt = self.attempt(&mut observed, self.config.renew_deadline);
+            let attempt = self.attempt(&mut observed, self.config.timings.renew_deadline);
             let acquired = tokio::select! {
                 acquired = attempt => acquired,
                 () = shutdown.cancelled() => return Err(LeaderError::Cancelled),
@@ -209,7 +197,7 @@ impl LeaderElector {
                 return Ok(self.lead(observed));
             }
             tokio::select! {
-                () = sleep(self.config.retry_period) => {}
+                () = sleep(self.config.timings.retry_period) => {}
                 () = shutdown.cancelled() => return Err(LeaderError::Cancelled),
             }
         }
@@ -225,7 +213,7 @@ impl LeaderElector {
             async move {
                 loop {
                     tokio::select! {
-                        () = sleep(elector.config.retry_period) => {}
+                        () = sleep(elector.config.timings.retry_period) => {}
                         () = stop.cancelled() => return,
                     }
                     let renewed = tokio::select! {
@@ -249,16 +237,16 @@ impl LeaderElector {
 
     /// Tries every retry period until one renewal succeeds or the renew deadline passes.
     async fn renew(&self, observed: &mut Option<Observed>) -> bool {
-        let deadline = Instant::now() + self.config.renew_deadline;
+        let deadline = Instant::now() + self.config.timings.renew_deadline;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if self.attempt(observed, left).await {
                 return true;
             }
-            if Instant::now() + self.config.retry_period >= deadline {
+            if Instant::now() + self.config.timings.retry_period >= deadline {
                 return false;
             }
-            sleep(self.config.retry_period).await;
+            sleep(self.config.timings.retry_period).await;
         }
     }
 
@@ -412,7 +400,7 @@ fn may_take(spec: &LeaseSpec, identity: &str, seen_at: Instant, now: Instant) ->
 /// The record `config.identity` writes over `previous` at `now`: a renewal keeps the acquire
 /// time and transitions; a new Lease starts at 0 transitions; a takeover counts one more.
 fn next_record(previous: Option<&LeaseSpec>, config: &ElectionConfig, now: Timestamp) -> LeaseSpec {
-    let duration = i32::try_from(config.lease_duration.as_secs()).unwrap_or(i32::MAX);
+    let duration = i32::try_from(config.timings.lease_duration.as_secs()).unwrap_or(i32::MAX);
     let renewing = previous.filter(|p| p.holder_identity.as_deref() == Some(&config.identity));
     let (acquire_time, transitions) = match (renewing, previous) {
         (Some(own), _) => (own.acquire_time.clone(), own.lease_transitions.unwrap_or(0)),
@@ -463,7 +451,7 @@ mod tests {
     fn config(identity: &str) -> ElectionConfig {
         ElectionConfig {
             identity: identity.to_owned(),
-            ..ElectionConfig::new("ns", "lease")
+            ..ElectionConfig::new("ns", "lease", LeaseTimings::default())
         }
     }
 
