@@ -56,19 +56,20 @@ pub fn sum(text: &str, name: &str, keep: impl Fn(&[(&str, &str)]) -> bool) -> f6
         .sum()
 }
 
-/// How many mutating requests on any of `resources` (plural names, such as `configmaps`; a
+/// How many mutating requests on each of `resources` (plural names, such as `configmaps`; a
 /// subresource's requests count for its resource) the API server has served since it started,
-/// from `apiserver_request_total` on its `/metrics` endpoint.
-pub async fn apiserver_writes(client: &Client, resources: &[&str]) -> Result<u64> {
+/// from one read of `apiserver_request_total` on its `/metrics` endpoint.
+pub async fn apiserver_writes(client: &Client, resources: &[&str]) -> Result<Vec<u64>> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
-    Ok(writes_in(&client.request_text(request).await?, resources))
+    let metrics = client.request_text(request).await?;
+    Ok(resources.iter().map(|r| writes_in(&metrics, r)).collect())
 }
 
-/// The sum of `apiserver_request_total` samples for `resources` with a mutating verb in the
+/// The sum of `apiserver_request_total` samples for `resource` with a mutating verb in the
 /// Prometheus text `metrics`.
-fn writes_in(metrics: &str, resources: &[&str]) -> u64 {
+fn writes_in(metrics: &str, resource: &str) -> u64 {
     sum(metrics, "apiserver_request_total", |labels| {
-        resources.iter().any(|r| has(labels, "resource", r))
+        has(labels, "resource", resource)
             && MUTATING_VERBS.iter().any(|verb| has(labels, "verb", verb))
     }) as u64
 }
@@ -113,8 +114,8 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="",res
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="DELETECOLLECTION",version="v1"} 1
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="kubewasm.dev",resource="websites",scope="resource",subresource="status",verb="APPLY",version="v1alpha1"} 4
 "#;
-        assert_eq!(writes_in(metrics, &["configmaps"]), 10);
-        assert_eq!(writes_in(metrics, &["secrets"]), 5);
-        assert_eq!(writes_in(metrics, &["secrets", "websites"]), 9);
+        assert_eq!(writes_in(metrics, "configmaps"), 10);
+        assert_eq!(writes_in(metrics, "secrets"), 5);
+        assert_eq!(writes_in(metrics, "websites"), 4);
     }
 }

@@ -63,7 +63,7 @@ async fn a_restarted_host_sends_no_write_over_converged_state() -> Result<()> {
     .await?;
     let count = websites.list(&Default::default()).await?.items.len() as f64;
 
-    let before = writes(&client).await?;
+    let before = apiserver_writes(&client, &WRITTEN).await?;
     let [metrics] = free_ports()?.map(|port| format!("127.0.0.1:{port}"));
     let args = ["--metrics-bind-address", metrics.as_str()];
     with_host_args(
@@ -88,7 +88,7 @@ async fn a_restarted_host_sends_no_write_over_converged_state() -> Result<()> {
             tokio::time::sleep(SETTLE).await;
             let sent: Vec<(&str, u64)> = WRITTEN
                 .into_iter()
-                .zip(writes(&client).await?)
+                .zip(apiserver_writes(&client, &WRITTEN).await?)
                 .zip(&before)
                 .map(|((resource, after), before)| (resource, after - before))
                 .filter(|(_, sent)| *sent > 0)
@@ -98,13 +98,4 @@ async fn a_restarted_host_sends_no_write_over_converged_state() -> Result<()> {
         },
     )
     .await
-}
-
-/// The API server's writes so far of each of [`WRITTEN`].
-async fn writes(client: &kube::Client) -> Result<Vec<u64>> {
-    let mut counts = Vec::new();
-    for resource in WRITTEN {
-        counts.push(apiserver_writes(client, &[resource]).await?);
-    }
-    Ok(counts)
 }
