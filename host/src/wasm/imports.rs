@@ -2,6 +2,7 @@
 //! declared, then handed to its [`Backend`](crate::wasm::backend::Backend) under the host-call timeout.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use kube::api::GroupVersionKind;
@@ -10,7 +11,9 @@ use serde_json::Value;
 
 use crate::cluster::selector::LabelSelector;
 use crate::config::Verb;
-use crate::wasm::backend::{ApplyRequest, CallError, DeleteRequest, EventRequest, PatchRequest};
+use crate::wasm::backend::{
+    ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest,
+};
 use crate::wasm::bindings::kubewasm::controller::{cache, events, log, types, writes};
 use crate::wasm::env::{CallContext, GuestEnv};
 use crate::wasm::limits::{Spend, check_size};
@@ -97,10 +100,14 @@ impl CallContext {
     /// Runs a backend call under the host-call timeout, on a task of its own: if the guest's
     /// deadline ends its call meanwhile, a write already on its way still completes and is
     /// recorded in the cache, so the guest's next reconcile reads it and does not repeat it.
-    async fn timed<T: Send + 'static>(
+    async fn timed<T: Send + 'static, F>(
         &self,
-        call: impl Future<Output = Result<T, CallError>> + Send + 'static,
-    ) -> Result<T, CallError> {
+        call: impl FnOnce(Arc<dyn Backend>) -> F,
+    ) -> Result<T, CallError>
+    where
+        F: Future<Output = Result<T, CallError>> + Send + 'static,
+    {
+        let call = call(self.env.backend.clone());
         let timeout = self.env.host_call_timeout;
         let unanswered =
             || CallError::Unavailable(format!("no answer from the API server within {timeout:?}"));
@@ -200,8 +207,7 @@ impl CallContext {
             status,
             force,
         };
-        let backend = self.env.backend.clone();
-        self.timed(async move { backend.apply(request).await })
+        self.timed(|backend| async move { backend.apply(request).await })
             .await
     }
 }
@@ -374,9 +380,8 @@ impl writes::Host for CallState {
                         uid: preconditions.uid,
                         resource_version: preconditions.resource_version,
                     };
-                    let backend = context.env.backend.clone();
                     context
-                        .timed(async move { backend.delete(request).await })
+                        .timed(|backend| async move { backend.delete(request).await })
                         .await
                 }
                 Err(error) => Err(error),
@@ -407,9 +412,8 @@ impl writes::Host for CallState {
                 patch,
                 json_patch: matches!(patch_type, writes::PatchType::Json),
             };
-            let backend = context.env.backend.clone();
             context
-                .timed(async move { backend.patch(request).await })
+                .timed(|backend| async move { backend.patch(request).await })
                 .await
         }
         .await;
@@ -435,9 +439,8 @@ impl events::Host for CallState {
                 action: event.action,
                 note: event.note,
             };
-            let backend = context.env.backend.clone();
             context
-                .timed(async move { backend.event(request).await })
+                .timed(|backend| async move { backend.event(request).await })
                 .await
         }
         .await;
@@ -499,7 +502,6 @@ impl log::Host for CallState {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::time::Duration;
 
     use super::*;
@@ -524,7 +526,7 @@ mod tests {
             }
         };
         // The guest's deadline ends its call while the write is on its way.
-        let ended = tokio::time::timeout(Duration::from_millis(10), context.timed(write)).await;
+        let ended = tokio::time::timeout(Duration::from_millis(10), context.timed(|_| write)).await;
         assert!(ended.is_err());
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(
