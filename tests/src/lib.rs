@@ -48,6 +48,25 @@ impl ControlPlane {
         Ok(Client::try_from(config)?)
     }
 
+    /// Kills `component` (`etcd` or `kube-apiserver`) as a crash would and starts it again with
+    /// the same flags and data; returns once the API server is ready. Every test of the process
+    /// shares the control plane: only a test binary of its own may call this.
+    pub async fn restart(&self, component: &str) -> Result<()> {
+        let dir = self
+            .kubeconfig
+            .parent()
+            .context("kubeconfig has a folder")?;
+        let script = repo_root().join("deploy/local/cluster");
+        let status = tokio::process::Command::new(&script)
+            .args(["restart", component, "--dir"])
+            .arg(dir)
+            .status()
+            .await
+            .with_context(|| format!("running {}", script.display()))?;
+        anyhow::ensure!(status.success(), "restarting {component}: {status}");
+        Ok(())
+    }
+
     /// Creates a namespace unique to this test, deleted again when the returned guard drops.
     pub async fn namespace(&self, prefix: &str) -> Result<TestNamespace> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -691,6 +710,15 @@ impl Recorder {
     pub fn controlled(&self) -> usize {
         let seen = self.seen.lock().expect("recorder lock");
         seen.values().filter(|o| o.is_some()).count()
+    }
+
+    /// The uids of the objects with a controller owner seen so far.
+    pub fn controlled_uids(&self) -> std::collections::HashSet<String> {
+        let seen = self.seen.lock().expect("recorder lock");
+        seen.iter()
+            .filter(|(_, owner)| owner.is_some())
+            .map(|(uid, _)| uid.clone())
+            .collect()
     }
 }
 

@@ -174,11 +174,17 @@ pub struct Change {
 ///
 /// Besides the watch's own events, the store takes the results of the host's writes
 /// ([`Store::record_write`], [`Store::record_delete`]) so that a guest reads its own writes at
-/// once instead of after the watch catches up. A recorded write never hides a newer state: it is
-/// kept only if its resourceVersion is above every one the watch has delivered (so every later
-/// change of the object, its deletion included, is still to come) and no relist finished while
-/// the write was in flight. resourceVersions are compared as integers, which is what etcd-backed
-/// API servers hand out; a non-numeric one is never recorded.
+/// once instead of after the watch catches up. A recorded write never hides a newer state, and
+/// no older state hides it:
+/// - a write is recorded only if its resourceVersion is above every one the watch and the last
+///   list have shown, so every later change of the object, its deletion included, is still to
+///   come;
+/// - a watch event older than the cached version of the same object is ignored;
+/// - a list whose snapshot is older than a recorded write or delete (a relist in flight while
+///   the host wrote) keeps the write and the delete.
+///
+/// resourceVersions are compared as integers, which is what etcd-backed API servers hand out; a
+/// non-numeric one is never recorded.
 #[derive(Debug, Default)]
 pub struct Store {
     inner: RwLock<Inner>,
@@ -187,19 +193,25 @@ pub struct Store {
 #[derive(Debug, Default)]
 struct Inner {
     objects: BTreeMap<ObjectKey, Arc<CachedObject>>,
-    /// Highest resourceVersion the watch has delivered.
+    /// Highest resourceVersion the watch or a list has shown.
     watermark: u64,
-    /// Completed lists.
+    /// Lists completed: the first and every relist.
     lists: u64,
     /// Objects the host deleted whose watch event has not arrived yet, by key: their uid.
     tombstones: BTreeMap<ObjectKey, String>,
 }
 
 impl Inner {
-    fn advance(&mut self, object: &CachedObject) {
-        if let Some(version) = object.version() {
+    fn advance(&mut self, version: Option<u64>) {
+        if let Some(version) = version {
             self.watermark = self.watermark.max(version);
         }
+    }
+
+    fn is_tombstoned(&self, object: &CachedObject) -> bool {
+        self.tombstones
+            .get(&object.key())
+            .is_some_and(|uid| object.uid.as_ref() == Some(uid))
     }
 }
 
@@ -251,33 +263,38 @@ impl Store {
         self.read().objects.is_empty()
     }
 
-    /// How many lists have completed; taken before a write is sent and handed back to
-    /// [`Store::record_write`] or [`Store::record_delete`].
+    /// Lists completed: the first and every relist.
     pub fn lists(&self) -> u64 {
         self.read().lists
     }
 
+    /// Notes a bookmark: the watch has shown every change up to `version`.
+    pub fn bookmark(&self, version: &str) {
+        self.write().advance(version.parse().ok());
+    }
+
     /// Inserts or replaces an object delivered by the watch; returns the change, or `None` when
-    /// the resourceVersion is the one already cached or the host already deleted the object.
+    /// the cache already holds this version or a newer one, or the host already deleted the
+    /// object.
     pub fn upsert(&self, object: CachedObject) -> Option<Change> {
         let mut inner = self.write();
-        inner.advance(&object);
+        inner.advance(object.version());
+        if inner.is_tombstoned(&object) {
+            return None;
+        }
         let key = object.key();
-        if inner
-            .tombstones
-            .get(&key)
-            .is_some_and(|uid| object.uid.as_ref() == Some(uid))
+        if let Some(cached) = inner.objects.get(&key)
+            && cached.uid == object.uid
+            && (cached.resource_version == object.resource_version
+                || cached
+                    .version()
+                    .zip(object.version())
+                    .is_some_and(|(c, o)| c > o))
         {
             return None;
         }
         let object = Arc::new(object);
         let old = inner.objects.insert(key, object.clone());
-        if old
-            .as_ref()
-            .is_some_and(|o| o.resource_version == object.resource_version)
-        {
-            return None;
-        }
         Some(Change {
             old,
             new: Some(object),
@@ -289,7 +306,7 @@ impl Store {
     /// stays.
     pub fn remove(&self, deleted: &CachedObject) -> Option<Change> {
         let mut inner = self.write();
-        inner.advance(deleted);
+        inner.advance(deleted.version());
         let key = deleted.key();
         inner.tombstones.remove(&key);
         let cached = inner.objects.get(&key)?;
@@ -303,13 +320,35 @@ impl Store {
         })
     }
 
-    /// Replaces the whole content after a (re)list; returns every change it implies.
-    pub fn replace(&self, objects: Vec<CachedObject>) -> Vec<Change> {
-        let mut fresh: BTreeMap<ObjectKey, Arc<CachedObject>> = objects
-            .into_iter()
-            .map(|o| (o.key(), Arc::new(o)))
-            .collect();
+    /// Replaces the whole content with a list's snapshot taken at `version`; returns every
+    /// change it implies. Writes and deletes the host recorded after the snapshot are kept: the
+    /// watch that follows the list delivers them.
+    pub fn replace(&self, objects: Vec<CachedObject>, version: &str) -> Vec<Change> {
+        let version = version.parse::<u64>().ok();
         let mut inner = self.write();
+        let mut tombstones = BTreeMap::new();
+        let mut fresh = BTreeMap::new();
+        for object in objects {
+            let key = object.key();
+            if inner.is_tombstoned(&object) {
+                // A uid never comes back: the snapshot predates the host's delete.
+                tombstones.insert(key, object.uid.clone().unwrap_or_default());
+                continue;
+            }
+            fresh.insert(key, Arc::new(object));
+        }
+        let newer = |cached: &CachedObject| {
+            cached
+                .version()
+                .zip(version)
+                .is_some_and(|(cached, listed)| cached > listed)
+        };
+        // Only a recorded write is newer than a list that followed the watch it replaces.
+        for (key, cached) in &inner.objects {
+            if newer(cached) {
+                fresh.insert(key.clone(), cached.clone());
+            }
+        }
         let mut changes = Vec::new();
         for (key, old) in &inner.objects {
             match fresh.get(key) {
@@ -317,10 +356,14 @@ impl Store {
                     old: Some(old.clone()),
                     new: None,
                 }),
-                Some(new) if new.resource_version != old.resource_version => changes.push(Change {
-                    old: Some(old.clone()),
-                    new: Some(new.clone()),
-                }),
+                Some(new)
+                    if !Arc::ptr_eq(new, old) && new.resource_version != old.resource_version =>
+                {
+                    changes.push(Change {
+                        old: Some(old.clone()),
+                        new: Some(new.clone()),
+                    })
+                }
                 Some(_) => {}
             }
         }
@@ -332,21 +375,22 @@ impl Store {
                 });
             }
         }
+        inner.advance(version);
         for object in fresh.values() {
-            inner.advance(object);
+            inner.advance(object.version());
         }
-        std::mem::swap(&mut inner.objects, &mut fresh);
-        inner.tombstones.clear();
+        inner.objects = fresh;
+        inner.tombstones = tombstones;
         inner.lists += 1;
         changes
     }
 
     /// Records the object a write of the host returned, if it is newer than anything the watch
-    /// delivered and no list completed since `lists` was taken; returns the change.
-    pub fn record_write(&self, object: CachedObject, lists: u64) -> Option<Change> {
+    /// and the last list have shown; returns the change.
+    pub fn record_write(&self, object: CachedObject) -> Option<Change> {
         let version = object.version()?;
         let mut inner = self.write();
-        if inner.lists != lists || version <= inner.watermark {
+        if version <= inner.watermark || inner.is_tombstoned(&object) {
             return None;
         }
         let key = object.key();
@@ -367,14 +411,10 @@ impl Store {
     }
 
     /// Records that the host deleted the object with `key` and `uid` (it is gone, not merely
-    /// terminating), unless a list completed since `lists` was taken or the store does not hold
-    /// it; returns the change. Watch events of that object are ignored until its deletion
-    /// arrives.
-    pub fn record_delete(&self, key: &ObjectKey, uid: &str, lists: u64) -> Option<Change> {
+    /// terminating), unless the store does not hold it; returns the change. Watch events and
+    /// list items of that object are ignored until its deletion arrives.
+    pub fn record_delete(&self, key: &ObjectKey, uid: &str) -> Option<Change> {
         let mut inner = self.write();
-        if inner.lists != lists {
-            return None;
-        }
         let cached = inner.objects.get(key)?;
         if cached.uid.as_deref() != Some(uid) {
             return None;
@@ -452,9 +492,8 @@ mod tests {
     #[test]
     fn a_recorded_write_is_read_at_once_and_its_watch_event_is_no_change() {
         let store = Store::default();
-        store.replace(vec![with_uid("a", "x", "10", "u1")]);
-        let lists = store.lists();
-        let change = store.record_write(with_uid("a", "y", "12", "u2"), lists);
+        store.replace(vec![with_uid("a", "x", "10", "u1")], "10");
+        let change = store.record_write(with_uid("a", "y", "12", "u2"));
         assert!(change.is_some_and(|c| c.old.is_none()));
         assert_eq!(store.get(&key("a", "y")).unwrap().version(), Some(12));
         assert!(store.upsert(with_uid("a", "y", "12", "u2")).is_none());
@@ -462,45 +501,81 @@ mod tests {
     }
 
     #[test]
-    fn a_write_the_watch_has_passed_is_not_recorded() {
+    fn a_write_the_watch_or_a_list_has_passed_is_not_recorded() {
         let store = Store::default();
-        store.replace(Vec::new());
-        let lists = store.lists();
+        store.replace(Vec::new(), "3");
         store.upsert(with_uid("a", "x", "20", "u1"));
         // The watch delivered version 20 of x; a write returning version 15 of y is older than
         // what the watch has shown, so y may already be deleted again.
-        assert!(
-            store
-                .record_write(with_uid("a", "y", "15", "u2"), lists)
-                .is_none()
-        );
+        assert!(store.record_write(with_uid("a", "y", "15", "u2")).is_none());
         assert!(store.get(&key("a", "y")).is_none());
         // Nor does a recorded write replace a newer cached version.
         store.upsert(with_uid("a", "z", "30", "u3"));
-        assert!(
-            store
-                .record_write(with_uid("a", "z", "25", "u3"), lists)
-                .is_none()
-        );
+        assert!(store.record_write(with_uid("a", "z", "25", "u3")).is_none());
         assert_eq!(store.get(&key("a", "z")).unwrap().version(), Some(30));
+        // A list at 40 without y has seen y's deletion, whose event will never come.
+        store.replace(Vec::new(), "40");
+        assert!(store.record_write(with_uid("a", "y", "35", "u2")).is_none());
+        assert!(store.record_write(with_uid("a", "y", "41", "u2")).is_some());
     }
 
     #[test]
-    fn a_write_in_flight_across_a_relist_is_not_recorded() {
+    fn writes_recorded_while_a_list_is_in_flight_outlive_its_older_snapshot() {
         let store = Store::default();
-        store.replace(Vec::new());
-        let lists = store.lists();
-        store.replace(vec![with_uid("a", "x", "5", "u1")]);
-        assert!(
-            store
-                .record_write(with_uid("a", "y", "9", "u2"), lists)
-                .is_none()
+        store.replace(vec![with_uid("a", "x", "5", "u1")], "5");
+        // A relist starts and its snapshot is taken at version 6; then the host creates y and
+        // updates x, and both writes are recorded before the list's response arrives.
+        store.record_write(with_uid("a", "y", "8", "u2"));
+        store.record_write(with_uid("a", "x", "9", "u1"));
+        let changes = store.replace(vec![with_uid("a", "x", "5", "u1")], "6");
+        assert!(changes.is_empty(), "{changes:?}");
+        assert_eq!(store.get(&key("a", "y")).unwrap().version(), Some(8));
+        assert_eq!(store.get(&key("a", "x")).unwrap().version(), Some(9));
+        // The watch that follows the list delivers both writes: no change.
+        assert!(store.upsert(with_uid("a", "y", "8", "u2")).is_none());
+        assert!(store.upsert(with_uid("a", "x", "9", "u1")).is_none());
+    }
+
+    #[test]
+    fn a_snapshot_newer_than_a_recorded_write_wins() {
+        let store = Store::default();
+        store.replace(vec![with_uid("a", "x", "5", "u1")], "5");
+        store.record_write(with_uid("a", "y", "8", "u2"));
+        store.record_write(with_uid("a", "x", "9", "u1"));
+        // Someone deleted y and recreated x after the host's writes; the list saw it all.
+        let changes = store.replace(vec![with_uid("a", "x", "11", "u3")], "12");
+        assert_eq!(changes.len(), 2, "{changes:?}");
+        assert!(store.get(&key("a", "y")).is_none());
+        assert_eq!(
+            store.get(&key("a", "x")).unwrap().uid.as_deref(),
+            Some("u3")
         );
-        assert!(
-            store
-                .record_write(with_uid("a", "y", "9", "u2"), store.lists())
-                .is_some()
-        );
+    }
+
+    #[test]
+    fn a_delete_recorded_while_a_list_is_in_flight_outlives_its_older_snapshot() {
+        let store = Store::default();
+        store.replace(vec![with_uid("a", "x", "5", "u1")], "5");
+        store.record_delete(&key("a", "x"), "u1").unwrap();
+        // The snapshot was taken before the delete: x is in it.
+        let changes = store.replace(vec![with_uid("a", "x", "5", "u1")], "6");
+        assert!(changes.is_empty(), "{changes:?}");
+        assert!(store.get(&key("a", "x")).is_none());
+        // Its watch delivers the deletion, which ends the tombstone.
+        assert!(store.remove(&with_uid("a", "x", "7", "u1")).is_none());
+        assert!(store.upsert(with_uid("a", "x", "8", "u2")).is_some());
+    }
+
+    #[test]
+    fn an_older_watch_event_does_not_hide_a_recorded_write() {
+        let store = Store::default();
+        store.replace(vec![with_uid("a", "x", "5", "u1")], "5");
+        store.record_write(with_uid("a", "x", "9", "u1"));
+        // Someone else's change at 7 was still on its way in the watch.
+        assert!(store.upsert(with_uid("a", "x", "7", "u1")).is_none());
+        assert_eq!(store.get(&key("a", "x")).unwrap().version(), Some(9));
+        // A new incarnation is cached whatever its version.
+        assert!(store.upsert(with_uid("a", "x", "8", "u2")).is_some());
     }
 
     #[test]
@@ -508,7 +583,7 @@ mod tests {
         let store = Store::default();
         assert!(
             store
-                .record_write(with_uid("a", "y", "abc", "u2"), 0)
+                .record_write(with_uid("a", "y", "abc", "u2"))
                 .is_none()
         );
     }
@@ -516,9 +591,8 @@ mod tests {
     #[test]
     fn a_recorded_delete_hides_late_updates_until_the_deletion_arrives() {
         let store = Store::default();
-        store.replace(vec![with_uid("a", "x", "5", "u1")]);
-        let lists = store.lists();
-        assert!(store.record_delete(&key("a", "x"), "u1", lists).is_some());
+        store.replace(vec![with_uid("a", "x", "5", "u1")], "5");
+        assert!(store.record_delete(&key("a", "x"), "u1").is_some());
         assert!(store.get(&key("a", "x")).is_none());
         // A modification queued in the watch before the deletion does not bring it back.
         assert!(store.upsert(with_uid("a", "x", "6", "u1")).is_none());
@@ -531,10 +605,9 @@ mod tests {
     #[test]
     fn a_deletion_of_an_old_incarnation_keeps_the_new_one() {
         let store = Store::default();
-        store.replace(vec![with_uid("a", "x", "5", "u1")]);
-        let lists = store.lists();
-        store.record_delete(&key("a", "x"), "u1", lists);
-        store.record_write(with_uid("a", "x", "9", "u2"), lists);
+        store.replace(vec![with_uid("a", "x", "5", "u1")], "5");
+        store.record_delete(&key("a", "x"), "u1");
+        store.record_write(with_uid("a", "x", "9", "u2"));
         assert!(store.remove(&with_uid("a", "x", "7", "u1")).is_none());
         assert_eq!(
             store.get(&key("a", "x")).unwrap().uid.as_deref(),
@@ -584,11 +657,14 @@ mod tests {
         store.upsert(object("a", "kept", "1", &[]));
         store.upsert(object("a", "changed", "1", &[]));
         store.upsert(object("a", "gone", "1", &[]));
-        let changes = store.replace(vec![
-            object("a", "kept", "1", &[]),
-            object("a", "changed", "2", &[]),
-            object("a", "new", "1", &[]),
-        ]);
+        let changes = store.replace(
+            vec![
+                object("a", "kept", "1", &[]),
+                object("a", "changed", "2", &[]),
+                object("a", "new", "1", &[]),
+            ],
+            "2",
+        );
         let mut summary: Vec<_> = changes
             .iter()
             .map(|c| match (&c.old, &c.new) {

@@ -10,13 +10,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, TypeMeta};
+use kube::api::{
+    ApiResource, DynamicObject, GroupVersionKind, ListParams, TypeMeta, WatchEvent, WatchParams,
+};
 use kube::discovery::{self, Scope};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use tokio::sync::watch as signal;
 
@@ -81,23 +81,18 @@ impl Informer {
     }
 
     /// Records the object a write of the host returned, so that readers see it before the watch
-    /// delivers it; handlers see the change as usual. `lists` is [`Store::lists`] taken before
-    /// the write was sent; see [`Store::record_write`] for when the object is not recorded.
-    pub fn record_write(&self, object: &CachedObject, lists: u64) {
+    /// delivers it; handlers see the change as usual. See [`Store::record_write`] for when the
+    /// object is not recorded.
+    pub fn record_write(&self, object: &CachedObject) {
         if self.selection.selects(object) {
-            self.emit(|store| {
-                store
-                    .record_write(object.clone(), lists)
-                    .into_iter()
-                    .collect()
-            });
+            self.emit(|store| store.record_write(object.clone()).into_iter().collect());
         }
     }
 
     /// Records that the host deleted the object with `key` and `uid`; see
     /// [`Store::record_delete`].
-    pub fn record_delete(&self, key: &crate::cluster::cache::ObjectKey, uid: &str, lists: u64) {
-        self.emit(|store| store.record_delete(key, uid, lists).into_iter().collect());
+    pub fn record_delete(&self, key: &crate::cluster::cache::ObjectKey, uid: &str) {
+        self.emit(|store| store.record_delete(key, uid).into_iter().collect());
     }
 
     fn emit(&self, apply: impl FnOnce(&Store) -> Vec<Change>) {
@@ -252,40 +247,104 @@ impl Informers {
     }
 }
 
-/// The API server's message when `error` is an authorization failure (403).
-fn forbidden(error: &watcher::Error) -> Option<&str> {
-    let status = match error {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status))
-        | watcher::Error::WatchError(status) => status,
-        _ => return None,
-    };
-    (status.code == 403).then_some(status.message.as_str())
+/// Objects per list page: bounds the size of one response.
+const PAGE: u32 = 500;
+
+/// How long one watch request lasts; the server ends it then and the informer watches again
+/// from where it was.
+const WATCH_SECONDS: u32 = 290;
+
+/// A watch that ends sooner than this without an event is retried after the backoff, so a
+/// server that closes watches at once is not hammered.
+const SHORT_WATCH: Duration = Duration::from_secs(1);
+
+/// Exponential backoff between failed requests: 0.5 s doubling up to 30 s, reset by success.
+struct Backoff(Duration);
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(500);
+    const MAX: Duration = Duration::from_secs(30);
+
+    fn new() -> Self {
+        Self(Self::FIRST)
+    }
+
+    async fn wait(&mut self) {
+        tokio::time::sleep(self.0).await;
+        self.0 = (self.0 * 2).min(Self::MAX);
+    }
+
+    fn reset(&mut self) {
+        self.0 = Self::FIRST;
+    }
 }
 
+/// The API server's message when `error` is an authorization failure (403).
+fn forbidden(error: &kube::Error) -> Option<&str> {
+    match error {
+        kube::Error::Api(status) if status.code == 403 => Some(status.message.as_str()),
+        _ => None,
+    }
+}
+
+fn report(selection: &Selection, error: &kube::Error) {
+    let Selection {
+        kind, namespace, ..
+    } = selection;
+    match forbidden(error) {
+        Some(message) => tracing::error!(
+            ?kind,
+            ?namespace,
+            %message,
+            "the host's credentials may not list and watch this kind: grant get, list and \
+             watch on it (`kubewasm rbac` prints what the modules need); retrying"
+        ),
+        None => tracing::warn!(?kind, ?namespace, %error, "watch failed; retrying"),
+    }
+}
+
+/// Lists every page of one consistent snapshot; returns its objects and its resourceVersion.
+async fn list(
+    api: &Api<DynamicObject>,
+    selector: Option<&str>,
+    cached: impl Fn(DynamicObject) -> CachedObject,
+) -> Result<(Vec<CachedObject>, String), kube::Error> {
+    let mut params = ListParams::default().limit(PAGE);
+    if let Some(selector) = selector {
+        params = params.labels(selector);
+    }
+    let mut objects = Vec::new();
+    loop {
+        let page = api.list(&params).await?;
+        objects.extend(page.items.into_iter().map(&cached));
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok((objects, page.metadata.resource_version.unwrap_or_default())),
+        }
+    }
+}
+
+/// Lists, then watches from the list's resourceVersion, for as long as the informer lives. A
+/// watch that ends or fails is resumed from the last version seen; a 410 Gone (the version was
+/// compacted away) relists, and the relist is diffed against the cache.
 async fn run(
     resources: Arc<Resources>,
     key: Selection,
     informer: Weak<Informer>,
     synced: signal::Sender<bool>,
 ) {
-    let mut delay = Duration::from_millis(500);
+    let mut backoff = Backoff::new();
     let api = loop {
         match resources.api(&key.kind, key.namespace.as_deref()).await {
             Ok(api) => break api,
             Err(error) => {
-                tracing::warn!(kind = ?key.kind, %error, "kind not served yet; retrying in {delay:?}");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(30));
+                tracing::warn!(kind = ?key.kind, %error, "kind not served yet; retrying in {:?}", backoff.0);
+                backoff.wait().await;
             }
         }
     };
-    let mut config = watcher::Config::default();
-    if let Some(selector) = &key.selector {
-        config = config.labels(&selector.to_string());
-    }
-    let mut events = watcher::watcher(api, config).default_backoff().boxed();
+    backoff.reset();
+    let selector = key.selector.as_ref().map(ToString::to_string);
     let types = TypeMeta {
         api_version: key.kind.api_version(),
         kind: key.kind.kind.clone(),
@@ -296,44 +355,86 @@ async fn run(
         object.types.get_or_insert_with(|| types.clone());
         CachedObject::new(object)
     };
-    let mut listing = Vec::new();
-    while let Some(event) = events.next().await {
-        let Some(informer) = informer.upgrade() else {
+    'list: loop {
+        let (objects, mut version) = match list(&api, selector.as_deref(), cached).await {
+            Ok(listed) => listed,
+            Err(error) => {
+                report(&key, &error);
+                backoff.wait().await;
+                continue;
+            }
+        };
+        let Some(live) = informer.upgrade() else {
             return;
         };
-        match event {
-            Ok(Event::Init) => listing.clear(),
-            Ok(Event::InitApply(object)) => listing.push(cached(object)),
-            Ok(Event::InitDone) => {
-                let objects = std::mem::take(&mut listing);
-                tracing::debug!(kind = ?key.kind, namespace = ?key.namespace, objects = objects.len(), "informer listed");
-                // Marked synced under the handlers lock: a handler that subscribes before gets
-                // the listed objects as changes, one that subscribes after replays the store.
-                informer.emit(|store| {
-                    let changes = store.replace(objects);
-                    synced.send_replace(true);
-                    changes
-                });
+        tracing::debug!(kind = ?key.kind, namespace = ?key.namespace, objects = objects.len(), %version, "informer listed");
+        // Marked synced under the handlers lock: a handler that subscribes before gets the
+        // listed objects as changes, one that subscribes after replays the store.
+        live.emit(|store| {
+            let changes = store.replace(objects, &version);
+            synced.send_replace(true);
+            changes
+        });
+        drop(live);
+        backoff.reset();
+        'watch: loop {
+            let mut params = WatchParams::default().timeout(WATCH_SECONDS);
+            if let Some(selector) = &selector {
+                params = params.labels(selector);
             }
-            Ok(Event::Apply(object)) => {
-                informer.emit(|store| store.upsert(cached(object)).into_iter().collect())
-            }
-            Ok(Event::Delete(object)) => {
-                let deleted = cached(object);
-                informer.emit(|store| store.remove(&deleted).into_iter().collect());
-            }
-            Err(error) => match forbidden(&error) {
-                Some(message) => tracing::error!(
-                    kind = ?key.kind,
-                    namespace = ?key.namespace,
-                    %message,
-                    "the host's credentials may not list and watch this kind: grant get, list and \
-                     watch on it (`kubewasm rbac` prints what the modules need); retrying"
-                ),
-                None => {
-                    tracing::warn!(kind = ?key.kind, namespace = ?key.namespace, %error, "watch failed; retrying")
+            let started = Instant::now();
+            let mut events = match api.watch(&params, &version).await {
+                Ok(events) => events.boxed(),
+                Err(kube::Error::Api(status)) if status.code == 410 => continue 'list,
+                Err(error) => {
+                    report(&key, &error);
+                    backoff.wait().await;
+                    continue;
                 }
-            },
+            };
+            let mut delivered = false;
+            while let Some(event) = events.next().await {
+                let Some(live) = informer.upgrade() else {
+                    return;
+                };
+                match event {
+                    Ok(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
+                        let object = cached(object);
+                        if let Some(seen) = &object.resource_version {
+                            version.clone_from(seen);
+                        }
+                        live.emit(|store| store.upsert(object).into_iter().collect());
+                    }
+                    Ok(WatchEvent::Deleted(object)) => {
+                        let deleted = cached(object);
+                        if let Some(seen) = &deleted.resource_version {
+                            version.clone_from(seen);
+                        }
+                        live.emit(|store| store.remove(&deleted).into_iter().collect());
+                    }
+                    Ok(WatchEvent::Bookmark(bookmark)) => {
+                        version = bookmark.metadata.resource_version;
+                        live.store().bookmark(&version);
+                    }
+                    Ok(WatchEvent::Error(status)) if status.code == 410 => continue 'list,
+                    // Resumed from the last version seen, which redelivers what failed.
+                    Ok(WatchEvent::Error(status)) => {
+                        report(&key, &kube::Error::Api(status));
+                        backoff.wait().await;
+                        continue 'watch;
+                    }
+                    Err(error) => {
+                        report(&key, &error);
+                        backoff.wait().await;
+                        continue 'watch;
+                    }
+                }
+                delivered = true;
+                backoff.reset();
+            }
+            if !delivered && started.elapsed() < SHORT_WATCH {
+                backoff.wait().await;
+            }
         }
     }
 }
@@ -352,25 +453,11 @@ mod tests {
     }
 
     #[test]
-    fn a_403_at_any_stage_is_told_apart_from_other_failures() {
-        for error in [
-            watcher::Error::InitialListFailed(kube::Error::Api(status(403))),
-            watcher::Error::WatchStartFailed(kube::Error::Api(status(403))),
-            watcher::Error::WatchFailed(kube::Error::Api(status(403))),
-            watcher::Error::WatchError(status(403)),
-        ] {
-            assert_eq!(
-                forbidden(&error),
-                Some("configmaps is forbidden"),
-                "{error}"
-            );
-        }
-        for error in [
-            watcher::Error::InitialListFailed(kube::Error::Api(status(404))),
-            watcher::Error::WatchError(status(500)),
-            watcher::Error::NoResourceVersion,
-        ] {
-            assert_eq!(forbidden(&error), None, "{error}");
+    fn a_403_is_told_apart_from_other_failures() {
+        let error = kube::Error::Api(status(403));
+        assert_eq!(forbidden(&error), Some("configmaps is forbidden"));
+        for code in [404, 410, 500] {
+            assert_eq!(forbidden(&kube::Error::Api(status(code))), None);
         }
     }
 
@@ -426,9 +513,8 @@ mod tests {
                 seen.lock().unwrap().push(name);
             })
         });
-        let lists = informer.store().lists();
-        informer.record_write(&configmap("web", json!({"app": "web"}), "5"), lists);
-        informer.record_write(&configmap("db", json!({"app": "db"}), "6"), lists);
+        informer.record_write(&configmap("web", json!({"app": "web"}), "5"));
+        informer.record_write(&configmap("db", json!({"app": "db"}), "6"));
         assert_eq!(*seen.lock().unwrap(), [Some("web".to_owned())]);
         assert!(
             informer
@@ -438,7 +524,7 @@ mod tests {
         );
 
         drop(subscription);
-        informer.record_write(&configmap("web", json!({"app": "web"}), "7"), lists);
+        informer.record_write(&configmap("web", json!({"app": "web"}), "7"));
         assert_eq!(
             seen.lock().unwrap().len(),
             1,

@@ -86,20 +86,19 @@ impl ClusterBackend {
             .max_by_key(|o| o.version())
     }
 
-    /// The informers of `kind`, each with its list count before a write is sent.
-    fn marks(&self, kind: &GroupVersionKind) -> Vec<(&Arc<Informer>, u64)> {
+    /// The informers of `kind`.
+    fn of_kind(&self, kind: &GroupVersionKind) -> Vec<&Arc<Informer>> {
         self.informers
             .iter()
             .filter(|i| &i.selection().kind == kind)
-            .map(|i| (i, i.store().lists()))
             .collect()
     }
 
     /// Makes a written object visible to this guest's reads at once.
-    fn record(marks: &[(&Arc<Informer>, u64)], object: DynamicObject) -> Arc<str> {
+    fn record(informers: &[&Arc<Informer>], object: DynamicObject) -> Arc<str> {
         let object = CachedObject::new(object);
-        for (informer, lists) in marks {
-            informer.record_write(&object, *lists);
+        for informer in informers {
+            informer.record_write(&object);
         }
         object.json
     }
@@ -146,13 +145,13 @@ impl ClusterBackend {
             field_manager: Some(self.field_manager.clone()),
             ..PatchParams::default()
         };
-        let marks = self.marks(kind);
+        let informers = self.of_kind(kind);
         match api
             .patch(&object.name, &params, &Patch::Merge(&patch))
             .await
         {
             Ok(patched) => {
-                Self::record(&marks, patched);
+                Self::record(&informers, patched);
                 Ok(())
             }
             Err(kube::Error::Api(status)) if status.code == 404 && !present => Ok(()),
@@ -221,7 +220,7 @@ impl Backend for ClusterBackend {
         let api = self
             .api(&request.kind, request.namespace.as_deref())
             .await?;
-        let marks = self.marks(&request.kind);
+        let informers = self.of_kind(&request.kind);
         let mut params = PatchParams::apply(&self.field_manager);
         params.force = request.force;
         let patch = Patch::Apply(&request.object);
@@ -230,7 +229,7 @@ impl Backend for ClusterBackend {
         } else {
             api.patch(&request.name, &params, &patch).await
         };
-        Ok(Self::record(&marks, result?).to_string())
+        Ok(Self::record(&informers, result?).to_string())
     }
 
     async fn patch(&self, request: PatchRequest) -> Result<String, CallError> {
@@ -241,7 +240,7 @@ impl Backend for ClusterBackend {
             field_manager: Some(self.field_manager.clone()),
             ..PatchParams::default()
         };
-        let marks = self.marks(&request.kind);
+        let informers = self.of_kind(&request.kind);
         let object = if request.json_patch {
             let patch: json_patch::Patch = serde_json::from_value(request.patch)
                 .map_err(|e| CallError::Invalid(format!("not an RFC 6902 JSON patch: {e}")))?;
@@ -251,7 +250,7 @@ impl Backend for ClusterBackend {
             api.patch(&request.name, &params, &Patch::Merge(&request.patch))
                 .await?
         };
-        Ok(Self::record(&marks, object).to_string())
+        Ok(Self::record(&informers, object).to_string())
     }
 
     async fn delete(&self, request: DeleteRequest) -> Result<(), CallError> {
@@ -266,7 +265,7 @@ impl Backend for ClusterBackend {
             self.cached(&request.kind, request.namespace.as_deref(), &request.name)
                 .and_then(|o| o.uid.clone())
         });
-        let marks = self.marks(&request.kind);
+        let informers = self.of_kind(&request.kind);
         let params = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
             preconditions: Some(Preconditions {
@@ -278,13 +277,13 @@ impl Backend for ClusterBackend {
         match api.delete(&request.name, &params).await? {
             // Still there: terminating, waiting for finalizers or a grace period.
             Either::Left(object) if object.metadata.deletion_timestamp.is_some() => {
-                Self::record(&marks, object);
+                Self::record(&informers, object);
             }
             // Gone: some kinds answer with the deleted object, others with a status.
             _ => {
                 if let Some(uid) = uid {
-                    for (informer, lists) in &marks {
-                        informer.record_delete(&key, &uid, *lists);
+                    for informer in &informers {
+                        informer.record_delete(&key, &uid);
                     }
                 }
             }

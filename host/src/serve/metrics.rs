@@ -57,6 +57,8 @@ pub struct CacheSnapshot {
     pub selection: Selection,
     /// Objects it holds.
     pub objects: usize,
+    /// Lists it completed: the first and every relist.
+    pub lists: u64,
 }
 
 /// Module loads, reloads, rejections and unloads so far.
@@ -111,6 +113,7 @@ impl Snapshot {
             .map(|i| CacheSnapshot {
                 selection: i.selection().clone(),
                 objects: i.store().len(),
+                lists: i.store().lists(),
             })
             .collect();
         caches.sort_by_cached_key(|c| cache_labels(&c.selection));
@@ -333,24 +336,37 @@ impl Snapshot {
             out.family(name, Kind::Counter, help);
             out.sample(name, &[], value);
         }
-        out.family(
-            "kubewasm_cache_objects",
-            Kind::Gauge,
-            "Objects in an informer's cache",
-        );
-        for cache in &self.caches {
-            let [group, version, kind, namespace, selector] = cache_labels(&cache.selection);
-            out.sample(
+        type Family = (&'static str, Kind, &'static str, fn(&CacheSnapshot) -> u64);
+        let caches: [Family; 2] = [
+            (
                 "kubewasm_cache_objects",
-                &[
-                    ("group", &group),
-                    ("version", &version),
-                    ("kind", &kind),
-                    ("namespace", &namespace),
-                    ("selector", &selector),
-                ],
-                cache.objects,
-            );
+                Kind::Gauge,
+                "Objects in an informer's cache",
+                |cache| cache.objects as u64,
+            ),
+            (
+                "kubewasm_cache_lists_total",
+                Kind::Counter,
+                "Lists an informer completed: the first, and a relist after each 410 Gone",
+                |cache| cache.lists,
+            ),
+        ];
+        for (name, kind, help, value) in caches {
+            out.family(name, kind, help);
+            for cache in &self.caches {
+                let [group, version, kind, namespace, selector] = cache_labels(&cache.selection);
+                out.sample(
+                    name,
+                    &[
+                        ("group", &group),
+                        ("version", &version),
+                        ("kind", &kind),
+                        ("namespace", &namespace),
+                        ("selector", &selector),
+                    ],
+                    value(cache),
+                );
+            }
         }
         out.0
     }
@@ -553,6 +569,7 @@ mod tests {
                     selector: Some("app in (a,b)".parse().unwrap()),
                 },
                 objects: 9,
+                lists: 2,
             }],
             loads: LoadSnapshot {
                 loaded: 2,
@@ -585,6 +602,8 @@ mod tests {
             "kubewasm_module_loads_total 2",
             "kubewasm_module_reloads_total 1",
             r#"kubewasm_cache_objects{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)"} 9"#,
+            r#"kubewasm_cache_lists_total{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)"} 2"#,
+            "# TYPE kubewasm_cache_lists_total counter",
             "# TYPE workqueue_depth gauge",
             "# TYPE controller_runtime_reconcile_total counter",
             "# TYPE controller_runtime_reconcile_time_seconds histogram",

@@ -1,0 +1,203 @@
+//! The fault suite: the PodSet guest keeps its replicas, with no pod lost and none created twice,
+//! while the control plane's API server and etcd crash under churn.
+//!
+//! Each round deletes one pod of every PodSet, crashes a component (etcd every fourth round, the
+//! API server otherwise) while the host replaces them, deletes another pod of each as the host's
+//! informers relist, and waits for every PodSet to converge. A restarted API server answers a
+//! watch from before the crash with 410 Gone, so each round also forces relists during writes.
+//!
+//! In the end every pod that ever existed is accounted for: each PodSet's replicas plus one
+//! replacement per deleted pod. Any more is a duplicate. Pods are counted by uid as a watch saw
+//! them and as each of the test's lists saw them, so a pod that lived only while the watch was
+//! reconnecting is still counted if a list saw it.
+//!
+//! The run has a process (and so a control plane) of its own: it crashes the API server that
+//! every test of a process shares. `tests/run` runs the short form, 3 rounds;
+//! `KUBEWASM_FAULT_ROUNDS=20 cargo test -p kubewasm-tests --test faults -- --nocapture` runs the
+//! full form and prints the time each round took to converge.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
+use kube::{Api, Client};
+use kubewasm_tests::prometheus::{scrape, sum};
+use kubewasm_tests::{
+    Language, Recorder, WAIT, apply_yaml, control_plane, eventually, example_config, free_ports,
+    is_controlled_by, repo_root, with_host_args,
+};
+use serde_json::json;
+
+const PODSETS: usize = 6;
+const REPLICAS: usize = 4;
+
+fn podsets(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "PodSet");
+    Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::from_gvk_with_plural(&gvk, "podsets"),
+    )
+}
+
+fn podset(name: &str) -> Result<DynamicObject> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "kubewasm.dev/v1alpha1", "kind": "PodSet",
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": REPLICAS,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [{ "name": "pause", "image": "registry.k8s.io/pause:3.10" }] }
+            }
+        }
+    }))?)
+}
+
+/// Live pods controlled by each owner uid, in the order of `owners`; adds every controlled
+/// pod's uid to `seen`.
+async fn live_pods(
+    pods: &Api<Pod>,
+    owners: &[String],
+    seen: &Mutex<HashSet<String>>,
+) -> Result<Vec<Vec<Pod>>> {
+    let items = pods.list(&ListParams::default()).await?.items;
+    let mut seen = seen.lock().expect("seen lock");
+    for pod in &items {
+        if owners.iter().any(|uid| is_controlled_by(pod, uid)) {
+            seen.extend(pod.metadata.uid.clone());
+        }
+    }
+    Ok(owners
+        .iter()
+        .map(|uid| {
+            items
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none() && is_controlled_by(*p, uid))
+                .cloned()
+                .collect()
+        })
+        .collect())
+}
+
+/// Deletes one live pod of every PodSet; returns how many deletions the API server took.
+async fn delete_one_each(
+    pods: &Api<Pod>,
+    owners: &[String],
+    seen: &Mutex<HashSet<String>>,
+) -> Result<usize> {
+    let mut deleted = 0;
+    for owned in live_pods(pods, owners, seen).await? {
+        let Some(name) = owned.first().and_then(|p| p.metadata.name.clone()) else {
+            continue;
+        };
+        if pods.delete(&name, &DeleteParams::default()).await.is_ok() {
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
+}
+
+/// Waits until every PodSet has exactly its replicas and says so in its status.
+async fn converged(
+    podsets: &Api<DynamicObject>,
+    pods: &Api<Pod>,
+    owners: &[String],
+    seen: &Mutex<HashSet<String>>,
+) -> Result<()> {
+    eventually("every PodSet to have its replicas", WAIT, || async {
+        let counts = live_pods(pods, owners, seen).await?;
+        if counts.iter().any(|owned| owned.len() != REPLICAS) {
+            return Ok(None);
+        }
+        let listed = podsets.list(&ListParams::default()).await?.items;
+        let reported = listed
+            .iter()
+            .all(|p| p.data["status"]["replicas"] == json!(REPLICAS));
+        Ok(reported.then_some(()))
+    })
+    .await
+}
+
+/// Relists the host's informers have completed so far.
+async fn lists(metrics: &str) -> Result<f64> {
+    let text = scrape(metrics.parse()?).await?;
+    Ok(sum(&text, "kubewasm_cache_lists_total", |_| true))
+}
+
+#[tokio::test]
+async fn podsets_converge_with_no_pod_lost_or_duplicated_through_control_plane_crashes()
+-> Result<()> {
+    let rounds: usize = match std::env::var("KUBEWASM_FAULT_ROUNDS") {
+        Ok(rounds) => rounds.parse().context("KUBEWASM_FAULT_ROUNDS")?,
+        Err(_) => 3,
+    };
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("faults").await?;
+    apply_yaml(&client, &repo_root().join("examples/podset/crd.yaml"), None).await?;
+    let podsets = podsets(&client, ns.name());
+    let pods = Api::<Pod>::namespaced(client.clone(), ns.name());
+    let recorder = Recorder::start(pods.clone()).await?;
+    let mut owners = Vec::new();
+    for i in 0..PODSETS {
+        let created = podsets
+            .create(&PostParams::default(), &podset(&format!("set-{i}"))?)
+            .await?;
+        owners.push(created.metadata.uid.context("created objects have a uid")?);
+    }
+    let [port] = free_ports()?;
+    let metrics = format!("127.0.0.1:{port}");
+    let config = example_config("podset", Language::Rust, ns.name());
+    let args = ["--metrics-bind-address", metrics.as_str()];
+    let seen = Mutex::new(HashSet::new());
+    with_host_args(ns.name(), &config, &args, async |_| {
+        converged(&podsets, &pods, &owners, &seen).await?;
+        let mut deleted = 0;
+        let mut relists = lists(&metrics).await?;
+        for round in 0..rounds {
+            let component = if round % 4 == 3 { "etcd" } else { "kube-apiserver" };
+            deleted += delete_one_each(&pods, &owners, &seen).await?;
+            plane.restart(component).await?;
+            let restarted = Instant::now();
+            deleted += delete_one_each(&pods, &owners, &seen).await?;
+            converged(&podsets, &pods, &owners, &seen).await?;
+            let listed = eventually("the host's metrics", WAIT, || async {
+                Ok(lists(&metrics).await.ok())
+            })
+            .await?;
+            eprintln!(
+                "round {round}: {component} crashed; converged {:.1} s after it was back, {} relists",
+                restarted.elapsed().as_secs_f64(),
+                listed - relists
+            );
+            if component == "kube-apiserver" {
+                anyhow::ensure!(
+                    listed > relists,
+                    "a crashed API server sends the host's informers to relist"
+                );
+            }
+            relists = listed;
+        }
+        // Let the recorder's watch catch up with the last creations.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let expected = PODSETS * REPLICAS + deleted;
+        let mut seen = seen.lock().expect("seen lock").clone();
+        seen.extend(recorder.controlled_uids());
+        let seen = seen.len();
+        anyhow::ensure!(
+            seen == expected,
+            "{seen} pods were created for {PODSETS} PodSets of {REPLICAS} and {deleted} \
+             deleted pods: {} duplicates",
+            seen as i64 - expected as i64
+        );
+        Ok(())
+    })
+    .await
+}
