@@ -269,6 +269,21 @@ async fn hostile_guests_are_contained_while_mirror_keeps_reconciling() -> Result
             )
             .await?;
         logged(host, "panic", &["guest recovered after"]).await?;
+
+        // One key failing on its own while another is idle is that key's failure: logged on
+        // every retry, but the guest is not failing again.
+        create_source(&config_maps, "panic", "panic-2", "x").await?;
+        let stuck = format!("key={}/panic-2", ns.name());
+        eventually("panic-2 to fail ten times", WAIT, || async {
+            let failed = records_of(&host.log(), "panic", &["reconcile failed", &stuck]);
+            Ok((failed.len() >= 10).then_some(()))
+        })
+        .await?;
+        let reported = records_of(&host.log(), "panic", &["guest is failing"]).len();
+        ensure!(
+            reported == 1,
+            "one stuck key beside an idle one does not make the guest failing again: {reported} reports"
+        );
         Ok(())
     })
     .await?;

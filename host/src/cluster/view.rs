@@ -53,6 +53,16 @@ impl View {
             .collect()
     }
 
+    /// How many cached objects the selection has.
+    pub fn count(&self) -> usize {
+        let store = self.informer.store();
+        if self.informer.selection() == &self.selection {
+            return store.len();
+        }
+        let objects = store.list(self.selection.namespace.as_deref(), None);
+        objects.iter().filter(|o| self.selection.selects(o)).count()
+    }
+
     /// Registers `handler` for the changes of the selection: each change of the informer with
     /// its sides outside the selection dropped, as a watch of the selection itself reports an
     /// object entering or leaving it.

@@ -349,6 +349,7 @@ impl Controller {
             denied: self.calls_denied(),
             output_dropped: self.env.output.dropped(),
             consecutive_failures: counters.streak.failures(),
+            failing: counters.streak.is_failing(),
             last_error: counters.streak.last_error(),
         }
     }
@@ -512,7 +513,7 @@ impl Controller {
                 self.counters.failed.fetch_add(1, Ordering::Relaxed);
                 self.counters
                     .streak
-                    .failed(&self.settings.name, key, &message);
+                    .failed(&self.settings.name, key, &message, || self.held());
                 tracing::error!(guest = %self.settings.name, %key, %message, "reconcile failed permanently; waiting for a change");
                 self.queue.forget(key);
             }
@@ -536,7 +537,12 @@ impl Controller {
         tracing::warn!(guest = %self.settings.name, %key, retry_in = ?delay, "reconcile failed: {message}");
         self.counters
             .streak
-            .failed(&self.settings.name, key, message);
+            .failed(&self.settings.name, key, message, || self.held());
+    }
+
+    /// How many primary objects the guest holds.
+    fn held(&self) -> usize {
+        self.primaries.iter().map(View::count).sum()
     }
 }
 

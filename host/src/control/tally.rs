@@ -1,19 +1,24 @@
 //! A guest's tally: how its reconciles ended, how long its current run of failures is, and its
 //! last error. Metrics and status endpoints read it as a [`Tally`] snapshot.
 //!
-//! Guarantees: a guest whose reconciles fail [`FAILING_AFTER`] times in a row (across keys) is
-//! reported once with a warning naming the guest, the key and the error; its next successful
-//! reconcile ends the run and is reported with an info line. A run of failures shorter than
-//! that (a conflict, a blip of the API server) is not reported beyond the failures' own lines.
+//! Guarantees: a guest is *failing* when its last [`FAILING_AFTER`] reconciles or more all
+//! failed and that run of failures spans every key it holds, or [`FAILING_AFTER`] distinct
+//! keys. One key retried on its own (blocked by an object the guest may not touch, say) while
+//! the others are idle is that key's failure, logged on each retry, and does not make the guest
+//! failing. Becoming failing is reported once with a warning naming the guest, the key and the
+//! error; the next successful reconcile of any key ends the run and is reported with an info
+//! line. A run of failures shorter than that (a conflict, a blip of the API server) is not
+//! reported beyond the failures' own lines.
 
+use std::collections::BTreeSet;
 use std::fmt::Display;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
-/// Failed reconciles in a row after which a guest is reported as failing: a single conflict or
-/// unavailable API server fails a reconcile or two, while a broken guest reaches five within
-/// a second of per-key backoff.
+/// Failed reconciles in a row, and distinct keys among them, after which a guest is failing: a
+/// single conflict or unavailable API server fails a reconcile or two, while a broken guest
+/// reaches five within a second of per-key backoff.
 pub const FAILING_AFTER: u64 = 5;
 
 /// A snapshot of one guest's tally.
@@ -42,6 +47,8 @@ pub struct Tally {
     pub output_dropped: u64,
     /// Failed reconciles since the last successful one.
     pub consecutive_failures: u64,
+    /// Whether the guest is failing: see the module's guarantees.
+    pub failing: bool,
     /// The error of the last failed reconcile, if any failed since the module was loaded.
     pub last_error: Option<String>,
 }
@@ -50,30 +57,55 @@ pub struct Tally {
 #[derive(Debug, Default)]
 pub struct Streak {
     failures: AtomicU64,
-    last_error: Mutex<Option<String>>,
+    run: Mutex<Run>,
+}
+
+#[derive(Debug, Default)]
+struct Run {
+    last_error: Option<String>,
+    /// Distinct keys of the current run, up to [`FAILING_AFTER`] of them.
+    keys: BTreeSet<String>,
+    failing: bool,
 }
 
 impl Streak {
-    /// Records a failed reconcile of `key`; warns when it makes the run [`FAILING_AFTER`] long.
-    pub fn failed(&self, guest: &str, key: &impl Display, error: &str) {
-        *self
-            .last_error
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(error.to_owned());
+    /// Records a failed reconcile of `key`; `held` counts the keys the guest holds, and is only
+    /// called while fewer than [`FAILING_AFTER`] distinct keys failed in a row. Warns when the
+    /// guest becomes failing.
+    pub fn failed(
+        &self,
+        guest: &str,
+        key: &impl Display,
+        error: &str,
+        held: impl FnOnce() -> usize,
+    ) {
+        let mut run = self.run.lock().unwrap_or_else(PoisonError::into_inner);
+        run.last_error = Some(error.to_owned());
         let failures = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
-        if failures == FAILING_AFTER {
+        let spread = FAILING_AFTER as usize;
+        if run.keys.len() < spread {
+            run.keys.insert(key.to_string());
+        }
+        if run.failing || failures < FAILING_AFTER {
+            return;
+        }
+        if run.keys.len() >= spread || run.keys.len() >= held() {
+            run.failing = true;
             tracing::warn!(
                 %guest, %key, %error,
-                "guest is failing: {failures} reconciles in a row failed"
+                "guest is failing: {failures} reconciles in a row failed (distinct keys: {})",
+                run.keys.len()
             );
         }
     }
 
-    /// Records a successful reconcile; reports the end of a run of failures long enough to
-    /// have been reported.
+    /// Records a successful reconcile; reports the end of a run of failures that made the
+    /// guest failing.
     pub fn succeeded(&self, guest: &str) {
         let failures = self.failures.swap(0, Ordering::Relaxed);
-        if failures >= FAILING_AFTER {
+        let mut run = self.run.lock().unwrap_or_else(PoisonError::into_inner);
+        run.keys.clear();
+        if std::mem::take(&mut run.failing) {
             tracing::info!(%guest, "guest recovered after {failures} failed reconciles in a row");
         }
     }
@@ -83,11 +115,20 @@ impl Streak {
         self.failures.load(Ordering::Relaxed)
     }
 
-    /// The error of the last failed reconcile.
-    pub fn last_error(&self) -> Option<String> {
-        self.last_error
+    /// Whether the guest is failing: see the module's guarantees.
+    pub fn is_failing(&self) -> bool {
+        self.run
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .failing
+    }
+
+    /// The error of the last failed reconcile.
+    pub fn last_error(&self) -> Option<String> {
+        self.run
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last_error
             .clone()
     }
 }
@@ -97,13 +138,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn one_stuck_key_among_others_does_not_make_the_guest_failing() {
+        let streak = Streak::default();
+        // Three primaries; one is blocked by a foreign object and retried, the others are idle.
+        for attempt in 0..3 * FAILING_AFTER {
+            streak.failed("foo", &"ns/blocked", &format!("attempt {attempt}"), || 3);
+        }
+        assert!(!streak.is_failing());
+        // Every key failing is a failing guest, and a success ends it.
+        for key in ["ns/a", "ns/b"] {
+            streak.failed("foo", &key, "broken", || 3);
+        }
+        assert!(streak.is_failing());
+        streak.succeeded("foo");
+        assert!(!streak.is_failing());
+    }
+
+    #[test]
+    fn a_guest_failing_on_its_only_key_or_on_five_keys_is_failing() {
+        let only = Streak::default();
+        for _ in 0..FAILING_AFTER {
+            only.failed("foo", &"ns/a", "broken", || 1);
+        }
+        assert!(only.is_failing());
+        let many = Streak::default();
+        for i in 0..FAILING_AFTER {
+            many.failed("foo", &format!("ns/{i}"), "broken", || 10_000);
+        }
+        assert!(many.is_failing());
+    }
+
+    #[test]
     fn a_streak_counts_failures_until_a_success_and_keeps_the_last_error() {
         let streak = Streak::default();
         assert_eq!((streak.failures(), streak.last_error()), (0, None));
         for attempt in 1..=FAILING_AFTER + 2 {
-            streak.failed("spin", &"ns/a", &format!("attempt {attempt}"));
+            streak.failed("spin", &"ns/a", &format!("attempt {attempt}"), || 1);
         }
         assert_eq!(streak.failures(), FAILING_AFTER + 2);
+        assert!(streak.is_failing());
         streak.succeeded("spin");
         assert_eq!(streak.failures(), 0);
         assert_eq!(

@@ -30,7 +30,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::selection::Selection;
 use crate::control::host::Observer;
-use crate::control::tally::FAILING_AFTER;
 use crate::serve::metrics::{self, Snapshot};
 
 /// A listener that could not be opened.
@@ -303,7 +302,7 @@ fn status(snapshot: &Snapshot) -> serde_json::Value {
                     "writesElided": guest.writes_elided,
                 },
                 "consecutiveFailures": h.consecutive_failures,
-                "failing": h.consecutive_failures >= FAILING_AFTER,
+                "failing": h.failing,
                 "lastError": h.last_error,
             })
         })

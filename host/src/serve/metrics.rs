@@ -296,6 +296,14 @@ impl Snapshot {
             "controller",
             |g| g.tally.consecutive_failures,
         );
+        out.per_guest(
+            guests,
+            "kubewasm_guest_failing",
+            Kind::Gauge,
+            "1 while the guest's reconciles fail on every key it holds (or five keys), else 0",
+            "controller",
+            |g| u64::from(g.tally.failing),
+        );
         out.per_guest_histogram(
             guests,
             "kubewasm_guest_instantiate_seconds",
@@ -539,6 +547,7 @@ mod tests {
                 denied: 4,
                 output_dropped: 0,
                 consecutive_failures: 1,
+                failing: false,
                 last_error: None,
             },
             queue: QueueStats {
@@ -599,6 +608,7 @@ mod tests {
             r#"kubewasm_host_calls_denied_total{controller="mirror"} 4"#,
             r#"kubewasm_writes_elided_total{controller="mirror"} 6"#,
             r#"kubewasm_guest_consecutive_failures{controller="mirror"} 1"#,
+            r#"kubewasm_guest_failing{controller="mirror"} 0"#,
             "kubewasm_module_loads_total 2",
             "kubewasm_module_reloads_total 1",
             r#"kubewasm_cache_objects{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)"} 9"#,
