@@ -192,7 +192,7 @@ async fn run_host(
     };
     let Some(ran) = ran else {
         shutdown.cancel();
-        tracing::error!("leadership lost: the Lease was not renewed within the renew deadline");
+        tracing::error!("leadership lost: stopped reconciling");
         return Ok(ExitCode::FAILURE);
     };
     match leadership.release().await {

@@ -1,11 +1,15 @@
 //! Leader election: of two hosts sharing a Lease exactly one reconciles; when it is killed the
-//! standby takes over once the Lease expires; a host stopped with SIGTERM releases the Lease.
+//! standby takes over once the Lease expires; a host stopped with SIGTERM releases the Lease; a
+//! leader that reads another holder in the Lease stops at once.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::PostParams;
 use kube::{Api, Client};
 use kubewasm_tests::{HostProcess, WAIT, control_plane, eventually, mirrored, module_config};
 
@@ -130,4 +134,66 @@ fn identity(host: &HostProcess) -> Option<String> {
     line.split_whitespace()
         .find_map(|word| word.strip_prefix("identity="))
         .map(str::to_owned)
+}
+
+#[tokio::test]
+async fn a_leader_that_reads_another_holder_stops_before_its_renew_deadline() -> Result<()> {
+    const RENEW_DEADLINE: Duration = Duration::from_secs(30);
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("leader-taken").await?;
+    let config = module_config("mirror", ns.name());
+    let args = [
+        "--leader-elect",
+        "--leader-election-namespace",
+        ns.name(),
+        "--leader-election-id",
+        LEASE,
+        "--leader-elect-lease-duration",
+        "40s",
+        "--leader-elect-renew-deadline",
+        "30s",
+        "--leader-elect-retry-period",
+        "1s",
+    ];
+    let host = HostProcess::start_with(ns.name(), &config, &args)?;
+    let leases = Api::<Lease>::namespaced(client.clone(), ns.name());
+    eventually("the host to lead", WAIT, || async {
+        Ok(host.log().contains("became leader").then_some(()))
+    })
+    .await?;
+
+    // Another candidate writes itself into the Lease, as one that took over an expired Lease
+    // after a network partition would.
+    let mut lease = leases.get(LEASE).await?;
+    let spec = lease.spec.as_mut().context("the Lease has a spec")?;
+    spec.holder_identity = Some("intruder".into());
+    spec.lease_duration_seconds = Some(60);
+    spec.renew_time = Some(MicroTime(Timestamp::now()));
+    leases
+        .replace(LEASE, &PostParams::default(), &lease)
+        .await?;
+    let taken = Instant::now();
+
+    let stopped = eventually("the host to stop leading", WAIT, || async {
+        Ok(host
+            .log()
+            .contains("leadership lost")
+            .then(|| taken.elapsed()))
+    })
+    .await?;
+    ensure!(
+        stopped < RENEW_DEADLINE / 2,
+        "the host reconciled on for {stopped:?} after another candidate held the Lease"
+    );
+    ensure!(
+        host.log().contains("another candidate holds the Lease"),
+        "the host says why it stopped"
+    );
+    ensure!(
+        holder_of(&leases).await? == "intruder",
+        "the host never writes over a Lease another candidate holds"
+    );
+    eprintln!("the host stopped leading {stopped:.1?} after another candidate took the Lease");
+    Ok(())
 }

@@ -8,12 +8,14 @@
 //! - every write is a create or a replace at the observed `resourceVersion`: of two candidates
 //!   racing for one record, exactly one wins, the other sees 409 and tries again after the
 //!   retry period;
-//! - the leader renews every retry period; when no renewal has succeeded within the renew
-//!   deadline, [`Leadership::lost`] resolves, at most renew deadline plus retry period after the
-//!   last renewal: before another candidate may take the Lease over, as long as that is shorter
-//!   than the lease duration (12 s against 15 s by default);
+//! - the leader renews every retry period; [`Leadership::lost`] resolves as soon as a renewal
+//!   reads another holder, and when no renewal has succeeded within the renew deadline, at
+//!   most renew deadline plus retry period after the last renewal: before another candidate may
+//!   take the Lease over, as long as that is shorter than the lease duration (12 s against 15 s
+//!   by default);
 //! - [`Leadership::release`] stops renewing and empties the holder with a one-second duration,
-//!   so a standby takes over at once.
+//!   so a standby takes over at once; a renewal cancelled in flight may still land, so a
+//!   conflicting release reads the Lease again and retries.
 
 use std::hash::{BuildHasher, RandomState};
 use std::time::Duration;
@@ -159,6 +161,17 @@ pub struct LeaderElector {
     config: ElectionConfig,
 }
 
+/// How one acquire-or-renew ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// This process holds the Lease.
+    Held,
+    /// Another candidate holds a Lease that has not expired.
+    Taken,
+    /// No answer, an error or a conflicting write: try again.
+    Failed,
+}
+
 /// The last Lease record seen and when, by this process's clock, it was first seen.
 struct Observed {
     spec: LeaseSpec,
@@ -189,11 +202,11 @@ impl LeaderElector {
         let mut observed = None;
         loop {
             let attempt = self.attempt(&mut observed, self.config.timings.renew_deadline);
-            let acquired = tokio::select! {
-                acquired = attempt => acquired,
+            let attempt = tokio::select! {
+                attempt = attempt => attempt,
                 () = shutdown.cancelled() => return Err(LeaderError::Cancelled),
             };
-            if acquired {
+            if attempt == Attempt::Held {
                 return Ok(self.lead(observed));
             }
             tokio::select! {
@@ -235,35 +248,45 @@ impl LeaderElector {
         }
     }
 
-    /// Tries every retry period until one renewal succeeds or the renew deadline passes.
+    /// Tries every retry period until one renewal succeeds (true), or the renew deadline
+    /// passes or another candidate holds the Lease (false).
     async fn renew(&self, observed: &mut Option<Observed>) -> bool {
         let deadline = Instant::now() + self.config.timings.renew_deadline;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            if self.attempt(observed, left).await {
-                return true;
+            match self.attempt(observed, left).await {
+                Attempt::Held => return true,
+                Attempt::Taken => {
+                    let holder = observed
+                        .as_ref()
+                        .and_then(|o| o.spec.holder_identity.clone());
+                    tracing::warn!(lease = %self.lease_name(), ?holder, "another candidate holds the Lease");
+                    return false;
+                }
+                Attempt::Failed => {}
             }
             if Instant::now() + self.config.timings.retry_period >= deadline {
+                tracing::warn!(lease = %self.lease_name(), "the Lease was not renewed within the renew deadline");
                 return false;
             }
             sleep(self.config.timings.retry_period).await;
         }
     }
 
-    /// One acquire-or-renew within `limit`: whether this process holds the Lease afterwards.
-    async fn attempt(&self, observed: &mut Option<Observed>, limit: Duration) -> bool {
+    /// One acquire-or-renew within `limit`.
+    async fn attempt(&self, observed: &mut Option<Observed>, limit: Duration) -> Attempt {
         match timeout(limit, self.try_acquire_or_renew(observed)).await {
-            Ok(Ok(held)) => held,
+            Ok(Ok(attempt)) => attempt,
             Ok(Err(error)) => {
                 tracing::warn!(error = %self.error(error), "leader election");
-                false
+                Attempt::Failed
             }
             Err(_) => {
                 tracing::warn!(
                     lease = %self.lease_name(),
                     "leader election: no answer within {limit:?}"
                 );
-                false
+                Attempt::Failed
             }
         }
     }
@@ -271,7 +294,7 @@ impl LeaderElector {
     async fn try_acquire_or_renew(
         &self,
         observed: &mut Option<Observed>,
-    ) -> Result<bool, kube::Error> {
+    ) -> Result<Attempt, kube::Error> {
         let Some(mut lease) = self.api.get_opt(&self.config.name).await? else {
             let spec = next_record(None, &self.config, Timestamp::now());
             let lease = Lease {
@@ -288,9 +311,9 @@ impl LeaderElector {
                         spec,
                         at: Instant::now(),
                     });
-                    Ok(true)
+                    Ok(Attempt::Held)
                 }
-                Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(false),
+                Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(Attempt::Failed),
                 Err(error) => Err(error),
             };
         };
@@ -306,7 +329,7 @@ impl LeaderElector {
         });
         if !may_take(&spec, &self.config.identity, seen_at, now) {
             tracing::debug!(holder = ?spec.holder_identity, "the Lease is held by another candidate");
-            return Ok(false);
+            return Ok(Attempt::Taken);
         }
         let next = next_record(Some(&spec), &self.config, Timestamp::now());
         lease.spec = Some(next.clone());
@@ -320,9 +343,9 @@ impl LeaderElector {
                     spec: next,
                     at: Instant::now(),
                 });
-                Ok(true)
+                Ok(Attempt::Held)
             }
-            Err(kube::Error::Api(status)) if status.is_conflict() => Ok(false),
+            Err(kube::Error::Api(status)) if status.is_conflict() => Ok(Attempt::Failed),
             Err(error) => Err(error),
         }
     }
@@ -358,6 +381,8 @@ impl Leadership {
     /// Stops renewing and, unless leadership was lost, empties the Lease's holder so that a
     /// standby takes over at once.
     pub async fn release(self) -> Result<(), LeaderError> {
+        /// Conflicts a release survives: a cancelled renewal lands at most once.
+        const ATTEMPTS: u32 = 3;
         self.stop.cancel();
         // The task ends at its next await point; it never panics.
         let _ = self.renewal.await;
@@ -367,16 +392,22 @@ impl Leadership {
         let elector = &self.elector;
         let api = &elector.api;
         let name = &elector.config.name;
-        let mut lease = api.get(name).await.map_err(|e| elector.error(e))?;
-        let spec = lease.spec.take().unwrap_or_default();
-        if spec.holder_identity.as_deref() != Some(elector.config.identity.as_str()) {
-            return Ok(());
+        let mut attempt = 1;
+        loop {
+            let mut lease = api.get(name).await.map_err(|e| elector.error(e))?;
+            let spec = lease.spec.take().unwrap_or_default();
+            if spec.holder_identity.as_deref() != Some(elector.config.identity.as_str()) {
+                return Ok(());
+            }
+            lease.spec = Some(released(&spec, Timestamp::now()));
+            match api.replace(name, &PostParams::default(), &lease).await {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(status)) if status.is_conflict() && attempt < ATTEMPTS => {
+                    attempt += 1;
+                }
+                Err(error) => return Err(elector.error(error)),
+            }
         }
-        lease.spec = Some(released(&spec, Timestamp::now()));
-        api.replace(name, &PostParams::default(), &lease)
-            .await
-            .map_err(|e| elector.error(e))?;
-        Ok(())
     }
 }
 
