@@ -235,7 +235,7 @@ async fn a_missing_grant_is_reported_and_the_host_recovers_once_granted() -> Res
         eventually("the host to report the missing grant", WAIT, || async {
             let log = host.log();
             Ok((log.contains("may not list and watch this kind")
-                && log.contains(r#"cannot list resource \"configmaps\""#))
+                && log.contains(r#"cannot list resource "configmaps""#))
             .then_some(()))
         })
         .await?;

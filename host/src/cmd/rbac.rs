@@ -4,7 +4,10 @@
 //! For each module, in the namespaces it runs in: `get`, `list` and `watch` on every kind it
 //! declares (the informers), `patch` on its primary kind when it declares a finalizer, the
 //! writes its grants allow on its primary and owned kinds (`create` and `patch` for server-side
-//! apply, `patch` on `status`, `delete`), and `create` of `events.k8s.io` Events. Needs in every
+//! apply, `patch` on `status`, `delete`), `update` on the primary's `finalizers` when it may
+//! write an owned kind (owned applies set `blockOwnerDeletion`, which the
+//! OwnerReferencesPermissionEnforcement admission plugin checks), and `create` of
+//! `events.k8s.io` Events. Needs in every
 //! namespace, and every need on a cluster-scoped kind, go to one ClusterRole; needs restricted
 //! to namespaces go to a Role and RoleBinding in each. Custom resources are taken as namespaced;
 //! built-in kinds have their real scope.
@@ -142,6 +145,26 @@ pub fn needs(metadata: &Metadata, entry: &ModuleConfig) -> Vec<Requirement> {
             if granted.allows(kind, Some("status"), Verb::Patch, ns) {
                 push(&mut needs, kind, "/status", vec![Verb::Patch], namespace);
             }
+        }
+    }
+    // Owned applies set `blockOwnerDeletion`, which the OwnerReferencesPermissionEnforcement
+    // admission plugin allows only to who may update the owner's finalizers.
+    for namespace in &own {
+        let ns = namespace.as_deref();
+        let owns_writes = metadata.owns.iter().any(|kind| {
+            [Verb::Create, Verb::Patch]
+                .into_iter()
+                .any(|verb| granted.allows(kind, None, verb, ns))
+        });
+        if owns_writes {
+            let primary = &metadata.primary.kind;
+            push(
+                &mut needs,
+                primary,
+                "/finalizers",
+                vec![Verb::Update],
+                namespace,
+            );
         }
     }
     let mut event_namespaces: Vec<&Option<String>> = own.iter().collect();
@@ -377,6 +400,7 @@ mod tests {
                 "create,patch,delete podsets (kubewasm.dev) in namespace team-a",
                 "patch podsets/status (kubewasm.dev) in namespace team-a",
                 "create,patch pods (core) in namespace team-a",
+                "update podsets/finalizers (kubewasm.dev) in namespace team-a",
                 "create events (events.k8s.io) in namespace team-a",
                 "create events (events.k8s.io) in all namespaces",
             ]
@@ -389,16 +413,22 @@ mod tests {
         let needs = needs(&podset(), &config.modules[0]);
         let writes: Vec<String> = needs
             .iter()
-            .filter(|n| n.verbs.contains(&Verb::Create) || n.resource.ends_with("/status"))
+            .filter(|n| {
+                n.verbs
+                    .iter()
+                    .any(|v| v != &Verb::Get && v != &Verb::List && v != &Verb::Watch)
+            })
             .map(ToString::to_string)
             .collect();
         assert_eq!(
             writes,
             [
+                "get,list,watch,patch podsets (kubewasm.dev) in all namespaces",
                 "create,patch,delete podsets (kubewasm.dev) in all namespaces",
                 "patch podsets/status (kubewasm.dev) in all namespaces",
                 "create,patch,delete pods (core) in all namespaces",
                 "patch pods/status (core) in all namespaces",
+                "update podsets/finalizers (kubewasm.dev) in all namespaces",
                 "create events (events.k8s.io) in all namespaces",
             ]
         );
