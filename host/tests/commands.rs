@@ -97,6 +97,7 @@ fn check_prints_what_a_module_declares_and_needs() {
             "resync      none\n",
             "needs       get,list,watch podsets (kubewasm.dev) in all namespaces\n\
              \x20           get,list,watch pods (core) in all namespaces\n",
+            "writes      what the grants of its entry allow (give --config to list them)\n",
         ],
     );
     assert!(!run.stdout.contains("granted") && !run.stdout.contains("missing"));
@@ -186,6 +187,8 @@ fn check_compares_the_grants_of_the_module_entry() {
             "namespaces  team-a\n",
             "grants      1 rule\n",
             "needs       get,list,watch podsets (kubewasm.dev) in namespace team-a\n",
+            "writes      create,patch,delete podsets (kubewasm.dev) in namespace team-a\n\
+             \x20           create events (events.k8s.io) in namespace team-a\n",
             "missing     get,list,watch pods (core) in namespace team-a\n\
              \x20           get,list,watch pods (core) in all namespaces\n",
         ],

@@ -92,6 +92,9 @@ pub struct Report {
     pub required: Vec<Requirement>,
     /// The part of `required` the entry's grants do not give; empty without a configuration.
     pub missing: Vec<Requirement>,
+    /// The writes the entry's grants let the host make for it (see [`permissions::needs`]);
+    /// empty without a configuration.
+    pub writes: Vec<Requirement>,
 }
 
 /// Loads the module at `path` as the host would (with the limits of its configuration entry, if
@@ -154,6 +157,12 @@ pub async fn check(path: &Path, config: Option<&Path>) -> Result<Report, CheckEr
     let missing = entry.as_ref().map_or_else(Vec::new, |entry| {
         Permissions::new(entry.module.grants.clone()).missing(&required)
     });
+    let writes = entry.as_ref().map_or_else(Vec::new, |entry| {
+        permissions::needs(&metadata, &entry.module)
+            .into_iter()
+            .filter(|need| !required.contains(need))
+            .collect()
+    });
     Ok(Report {
         path: path.to_owned(),
         digest: module.digest.clone(),
@@ -161,6 +170,7 @@ pub async fn check(path: &Path, config: Option<&Path>) -> Result<Report, CheckEr
         entry,
         required,
         missing,
+        writes,
     })
 }
 
@@ -292,6 +302,11 @@ impl fmt::Display for Report {
         }
         let required: Vec<String> = self.required.iter().map(ToString::to_string).collect();
         field(f, "needs", &required)?;
+        let writes: Vec<String> = match &self.entry {
+            Some(_) => self.writes.iter().map(ToString::to_string).collect(),
+            None => vec!["what the grants of its entry allow (give --config to list them)".into()],
+        };
+        field(f, "writes", &writes)?;
         if self.entry.is_some() {
             if self.missing.is_empty() {
                 field(f, "granted", &one("everything it needs".into()))?;

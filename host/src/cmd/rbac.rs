@@ -19,9 +19,8 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding, Rol
 use kube::api::{GroupVersionKind, ObjectMeta};
 
 use crate::cmd::check::{self, CheckError};
-use crate::config::{Config, ModuleConfig, Verb};
-use crate::wasm::declaration::Metadata;
-use crate::wasm::permissions::{self, Permissions, Requirement};
+use crate::config::{Config, Verb};
+use crate::wasm::permissions::{self, Requirement};
 
 /// Who the RBAC is for and what its objects are called.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +112,10 @@ pub async fn for_config(
                 missing: missing.join("; "),
             });
         }
-        found.insert(entry.index, needs(&report.metadata, &entry.module));
+        found.insert(
+            entry.index,
+            permissions::needs(&report.metadata, &entry.module),
+        );
     }
     let mut all_needs = Vec::new();
     for (index, entry) in loaded.modules.iter().enumerate() {
@@ -126,79 +128,6 @@ pub async fn for_config(
         all_needs.extend(needs);
     }
     Ok(build(&all_needs, target))
-}
-
-/// What a module declaring `metadata` needs the API server to allow, run as `entry` configures.
-pub fn needs(metadata: &Metadata, entry: &ModuleConfig) -> Vec<Requirement> {
-    let mut needs = permissions::required(metadata, &entry.namespaces);
-    let own = metadata.namespaces(&entry.namespaces);
-    let granted = Permissions::new(entry.grants.clone());
-    let writable = std::iter::once(&metadata.primary.kind).chain(&metadata.owns);
-    for kind in writable {
-        for namespace in &own {
-            let ns = namespace.as_deref();
-            let verbs: Vec<Verb> = [Verb::Create, Verb::Patch, Verb::Delete]
-                .into_iter()
-                .filter(|&verb| granted.allows(kind, None, verb, ns))
-                .collect();
-            push(&mut needs, kind, "", verbs, namespace);
-            if granted.allows(kind, Some("status"), Verb::Patch, ns) {
-                push(&mut needs, kind, "/status", vec![Verb::Patch], namespace);
-            }
-        }
-    }
-    // Owned applies set `blockOwnerDeletion`, which the OwnerReferencesPermissionEnforcement
-    // admission plugin allows only to who may update the owner's finalizers.
-    for namespace in &own {
-        let ns = namespace.as_deref();
-        let owns_writes = metadata.owns.iter().any(|kind| {
-            [Verb::Create, Verb::Patch]
-                .into_iter()
-                .any(|verb| granted.allows(kind, None, verb, ns))
-        });
-        if owns_writes {
-            let primary = &metadata.primary.kind;
-            push(
-                &mut needs,
-                primary,
-                "/finalizers",
-                vec![Verb::Update],
-                namespace,
-            );
-        }
-    }
-    let mut event_namespaces: Vec<&Option<String>> = own.iter().collect();
-    event_namespaces.extend(metadata.watches.iter().map(|w| &w.selection.namespace));
-    for namespace in event_namespaces {
-        let requirement = Requirement {
-            api_group: "events.k8s.io".into(),
-            resource: "events".into(),
-            verbs: vec![Verb::Create],
-            namespace: namespace.clone(),
-        };
-        if !needs.contains(&requirement) {
-            needs.push(requirement);
-        }
-    }
-    needs
-}
-
-fn push(
-    needs: &mut Vec<Requirement>,
-    kind: &GroupVersionKind,
-    suffix: &str,
-    verbs: Vec<Verb>,
-    namespace: &Option<String>,
-) {
-    if verbs.is_empty() {
-        return;
-    }
-    needs.push(Requirement {
-        api_group: kind.group.clone(),
-        resource: format!("{}{suffix}", permissions::resource_of(kind)),
-        verbs,
-        namespace: namespace.clone(),
-    });
 }
 
 /// Built-in kinds that are not namespaced.
@@ -364,6 +293,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wasm::declaration::Metadata;
     use crate::wasm::permissions::tests::podset_metadata;
 
     /// The podset declaration, watching Namespaces (a cluster-scoped kind) instead of Pods.
@@ -387,7 +317,7 @@ mod tests {
             Path::new(""),
         )
         .unwrap();
-        let needs: Vec<String> = needs(&podset(), &config.modules[0])
+        let needs: Vec<String> = permissions::needs(&podset(), &config.modules[0])
             .iter()
             .map(ToString::to_string)
             .collect();
@@ -410,7 +340,7 @@ mod tests {
     #[test]
     fn a_module_without_grants_needs_every_write_on_its_own_kinds() {
         let config = Config::from_yaml("modules: [{path: a.wasm}]", Path::new("")).unwrap();
-        let needs = needs(&podset(), &config.modules[0]);
+        let needs = permissions::needs(&podset(), &config.modules[0]);
         let writes: Vec<String> = needs
             .iter()
             .filter(|n| {

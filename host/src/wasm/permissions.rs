@@ -18,7 +18,7 @@ use std::fmt;
 
 use kube::api::{ApiResource, GroupVersionKind};
 
-use crate::config::{Grant, Verb};
+use crate::config::{Grant, ModuleConfig, Verb};
 use crate::wasm::declaration::Metadata;
 
 /// A permission a module needs: verbs on a resource in a namespace.
@@ -142,6 +142,79 @@ impl Permissions {
             })
             .collect()
     }
+}
+
+/// What a module declaring `metadata` needs the API server to allow, run as `entry` configures.
+pub fn needs(metadata: &Metadata, entry: &ModuleConfig) -> Vec<Requirement> {
+    let mut needs = required(metadata, &entry.namespaces);
+    let own = metadata.namespaces(&entry.namespaces);
+    let granted = Permissions::new(entry.grants.clone());
+    let writable = std::iter::once(&metadata.primary.kind).chain(&metadata.owns);
+    for kind in writable {
+        for namespace in &own {
+            let ns = namespace.as_deref();
+            let verbs: Vec<Verb> = [Verb::Create, Verb::Patch, Verb::Delete]
+                .into_iter()
+                .filter(|&verb| granted.allows(kind, None, verb, ns))
+                .collect();
+            push(&mut needs, kind, "", verbs, namespace);
+            if granted.allows(kind, Some("status"), Verb::Patch, ns) {
+                push(&mut needs, kind, "/status", vec![Verb::Patch], namespace);
+            }
+        }
+    }
+    // Owned applies set `blockOwnerDeletion`, which the OwnerReferencesPermissionEnforcement
+    // admission plugin allows only to who may update the owner's finalizers.
+    for namespace in &own {
+        let ns = namespace.as_deref();
+        let owns_writes = metadata.owns.iter().any(|kind| {
+            [Verb::Create, Verb::Patch]
+                .into_iter()
+                .any(|verb| granted.allows(kind, None, verb, ns))
+        });
+        if owns_writes {
+            let primary = &metadata.primary.kind;
+            push(
+                &mut needs,
+                primary,
+                "/finalizers",
+                vec![Verb::Update],
+                namespace,
+            );
+        }
+    }
+    let mut event_namespaces: Vec<&Option<String>> = own.iter().collect();
+    event_namespaces.extend(metadata.watches.iter().map(|w| &w.selection.namespace));
+    for namespace in event_namespaces {
+        let requirement = Requirement {
+            api_group: "events.k8s.io".into(),
+            resource: "events".into(),
+            verbs: vec![Verb::Create],
+            namespace: namespace.clone(),
+        };
+        if !needs.contains(&requirement) {
+            needs.push(requirement);
+        }
+    }
+    needs
+}
+
+fn push(
+    needs: &mut Vec<Requirement>,
+    kind: &GroupVersionKind,
+    suffix: &str,
+    verbs: Vec<Verb>,
+    namespace: &Option<String>,
+) {
+    if verbs.is_empty() {
+        return;
+    }
+    needs.push(Requirement {
+        api_group: kind.group.clone(),
+        resource: format!("{}{suffix}", resource_of(kind)),
+        verbs,
+        namespace: namespace.clone(),
+    });
 }
 
 #[cfg(test)]
