@@ -499,8 +499,8 @@ fn new_creates_a_guest_crate_named_after_the_controller() {
     let sdk = manifest
         .lines()
         .find_map(|line| line.strip_prefix("kubewasm-guest = { path = \""))
-        .and_then(|rest| rest.strip_suffix("\" }"))
-        .unwrap();
+        .and_then(|rest| rest.strip_suffix("\", features = [\"k8s-openapi\"] }"))
+        .expect("the SDK by relative path, with its typed helpers for built-in kinds");
     assert_eq!(
         target.join(sdk).canonicalize().unwrap(),
         workspace().join("guests/rust").canonicalize().unwrap()

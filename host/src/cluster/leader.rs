@@ -18,6 +18,7 @@
 //!   conflicting release reads the Lease again and retries.
 
 use std::hash::{BuildHasher, RandomState};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -131,18 +132,35 @@ impl ElectionConfig {
     }
 }
 
-/// `$POD_NAME`, else `$HOSTNAME`, else the kernel's host name, followed by `_` and a random
-/// suffix: unique per process even when replicas share a host name.
-pub fn default_identity() -> String {
-    let host = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+/// This replica's name, as Events report it: `$POD_NAME`, else `$HOSTNAME`, else the kernel's
+/// host name (never the same for two pods, whatever the environment sets), else `kubewasm`.
+pub fn replica_name() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| {
+        let kernel = || std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
+        first_name([
+            std::env::var("POD_NAME").ok(),
+            std::env::var("HOSTNAME").ok(),
+            kernel(),
+        ])
+    })
+}
+
+/// The first non-blank of `names`, trimmed, else `kubewasm`.
+fn first_name(names: impl IntoIterator<Item = Option<String>>) -> String {
+    names
+        .into_iter()
+        .flatten()
         .map(|name| name.trim().to_owned())
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "kubewasm".to_owned());
+        .find(|name| !name.is_empty())
+        .unwrap_or_else(|| "kubewasm".to_owned())
+}
+
+/// [`replica_name`] followed by `_` and a random suffix: unique per process even when replicas
+/// share a host name.
+pub fn default_identity() -> String {
     let suffix = RandomState::new().hash_one(std::process::id());
-    format!("{host}_{suffix:016x}")
+    format!("{}_{suffix:016x}", replica_name())
 }
 
 /// The namespace of the in-cluster service account, else `default`.
@@ -484,6 +502,14 @@ mod tests {
             identity: identity.to_owned(),
             ..ElectionConfig::new("ns", "lease", LeaseTimings::default())
         }
+    }
+
+    #[test]
+    fn the_replica_name_is_the_first_name_set_and_the_kernel_s_without_hostname() {
+        let name = |names: [Option<&str>; 3]| first_name(names.map(|n| n.map(str::to_owned)));
+        assert_eq!(name([Some("pod-0"), Some("host"), Some("node\n")]), "pod-0");
+        assert_eq!(name([None, Some(" "), Some("node-7\n")]), "node-7");
+        assert_eq!(name([None, None, None]), "kubewasm");
     }
 
     #[test]

@@ -105,11 +105,12 @@ fn manifest(name: &str, sdk: &Path) -> String {
         )
         .replace(
             "# When copied out of this repository, point `path` at guests/rust of a kubewasm checkout.",
-            "# The Rust guest SDK of a kubewasm checkout.",
+            "# The Rust guest SDK of a kubewasm checkout, with its typed helpers for built-in kinds\n\
+             # (`Gvk::of::<Deployment>()`, `cache::get_resource`).",
         )
         .replace(
             "kubewasm-guest = { path = \"..\" }",
-            &format!("kubewasm-guest = {{ path = \"{sdk}\" }}"),
+            &format!("kubewasm-guest = {{ path = \"{sdk}\", features = [\"k8s-openapi\"] }}"),
         )
         .replace(
             "kubewasm-testkit = { path = \"../testkit\" }",
@@ -193,7 +194,9 @@ mod tests {
         let manifest = manifest("hello-world", Path::new("../kubewasm/guests/rust"));
         assert!(manifest.contains("name = \"hello-world\"\n"));
         assert!(manifest.contains("description = \"The hello-world kubewasm controller\"\n"));
-        assert!(manifest.contains("kubewasm-guest = { path = \"../kubewasm/guests/rust\" }\n"));
+        assert!(manifest.contains(
+            "kubewasm-guest = { path = \"../kubewasm/guests/rust\", features = [\"k8s-openapi\"] }\n"
+        ));
         assert!(
             manifest.contains("kubewasm-testkit = { path = \"../kubewasm/guests/rust/testkit\" }")
         );

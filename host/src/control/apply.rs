@@ -27,9 +27,9 @@ use kube::api::{
 use serde_json::Value;
 
 use crate::cluster::cache::{CachedObject, FIELD_MANAGER_PREFIX, ObjectKey};
-use crate::cluster::managed;
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::watch::{Informer, Resources};
+use crate::cluster::{leader, managed};
 use crate::wasm::backend::{
     ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest,
 };
@@ -303,7 +303,7 @@ impl Backend for ClusterBackend {
             "metadata": { "name": event_name(&request.name), "namespace": namespace },
             "eventTime": MicroTime(k8s_openapi::jiff::Timestamp::now()),
             "reportingController": format!("kubewasm.dev/{}", self.controller),
-            "reportingInstance": reporting_instance(),
+            "reportingInstance": leader::replica_name(),
             "action": request.action,
             "reason": request.reason,
             "note": request.note,
@@ -332,10 +332,6 @@ fn event_name(regarding: &str) -> String {
         .as_nanos();
     let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);
     format!("{regarding}.{nanos:x}{sequence:x}")
-}
-
-fn reporting_instance() -> String {
-    std::env::var("HOSTNAME").unwrap_or_else(|_| "kubewasm".into())
 }
 
 /// Whether every field of `intent` has the same value in `actual`. Lists must have the same
