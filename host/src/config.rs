@@ -128,14 +128,21 @@ pub struct QueueConfig {
     pub base_delay: Duration,
     /// Upper bound of the backoff delay (default 1000 s).
     pub max_delay: Duration,
+    /// Retries per second the bucket shared by every key allows (default 10).
+    pub qps: u32,
+    /// Retries the bucket allows at once (default 100).
+    pub burst: u32,
 }
 
 impl Default for QueueConfig {
-    /// client-go's `ItemExponentialFailureRateLimiter` defaults: 5 ms base, 1000 s cap.
+    /// client-go's `DefaultControllerRateLimiter`: a 5 ms backoff doubling up to 1000 s, and a
+    /// bucket of 10 retries per second with a burst of 100.
     fn default() -> Self {
         Self {
             base_delay: Duration::from_millis(5),
             max_delay: Duration::from_secs(1000),
+            qps: 10,
+            burst: 100,
         }
     }
 }
@@ -247,6 +254,8 @@ pub struct ModuleConfig {
     pub limits: Limits,
     /// `None`: the module may only touch the kinds it declares. `Some`: exactly these rules.
     pub grants: Option<Vec<Grant>>,
+    /// Its workqueue's retry settings; each field it leaves out is the host-wide `queue`'s.
+    pub queue: Option<QueueConfig>,
 }
 
 /// Per-module resource limits.
@@ -450,6 +459,7 @@ struct RawModule {
     namespaces: Option<Vec<String>>,
     limits: Option<RawLimits>,
     grants: Option<Vec<RawGrant>>,
+    queue: Option<RawQueue>,
 }
 
 #[derive(Deserialize)]
@@ -481,6 +491,8 @@ struct RawGrant {
 struct RawQueue {
     base_backoff_ms: Option<u64>,
     max_backoff_seconds: Option<u64>,
+    qps: Option<u32>,
+    burst: Option<u32>,
 }
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
@@ -504,9 +516,13 @@ fn parse(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
     if raw.modules.is_empty() {
         return Err(invalid("modules", "at least one module is required"));
     }
+    let queue = match raw.queue {
+        Some(queue) => validate_queue(queue, &QueueConfig::default(), "queue")?,
+        None => QueueConfig::default(),
+    };
     let mut modules: Vec<ModuleConfig> = Vec::with_capacity(raw.modules.len());
     for (i, module) in raw.modules.into_iter().enumerate() {
-        let module = validate_module(module, &format!("modules[{i}]"), base_dir)?;
+        let module = validate_module(module, &format!("modules[{i}]"), base_dir, &queue)?;
         if let Some(j) = modules.iter().position(|m| m.path == module.path) {
             return Err(invalid(
                 format!("modules[{i}].path"),
@@ -523,9 +539,6 @@ fn parse(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
         }
         modules.push(module);
     }
-    let queue = raw
-        .queue
-        .map_or_else(|| Ok(QueueConfig::default()), validate_queue)?;
     let manager = validate_manager(raw.metrics, raw.health, raw.leader_election)?;
     Ok(Config {
         modules,
@@ -594,7 +607,12 @@ fn validate_manager(
     })
 }
 
-fn validate_module(raw: RawModule, at: &str, base_dir: &Path) -> Result<ModuleConfig, ConfigError> {
+fn validate_module(
+    raw: RawModule,
+    at: &str,
+    base_dir: &Path,
+    queue: &QueueConfig,
+) -> Result<ModuleConfig, ConfigError> {
     if raw.path.extension().is_none_or(|ext| ext != "wasm") {
         return Err(invalid(
             format!("{at}.path"),
@@ -644,6 +662,10 @@ fn validate_module(raw: RawModule, at: &str, base_dir: &Path) -> Result<ModuleCo
         ),
         None => None,
     };
+    let queue = raw
+        .queue
+        .map(|raw| validate_queue(raw, queue, &format!("{at}.queue")))
+        .transpose()?;
     Ok(ModuleConfig {
         // Collecting the components drops `.` segments: `dir/./a.wasm` becomes `dir/a.wasm`.
         path: base_dir.join(raw.path).components().collect(),
@@ -653,6 +675,7 @@ fn validate_module(raw: RawModule, at: &str, base_dir: &Path) -> Result<ModuleCo
         namespaces,
         limits,
         grants,
+        queue,
     })
 }
 
@@ -890,21 +913,30 @@ fn validate_grant(raw: RawGrant, at: &str) -> Result<Grant, ConfigError> {
     })
 }
 
-fn validate_queue(raw: RawQueue) -> Result<QueueConfig, ConfigError> {
-    let defaults = QueueConfig::default();
+/// The queue settings of `raw` at `at`, each field it leaves out taken from `defaults`.
+fn validate_queue(
+    raw: RawQueue,
+    defaults: &QueueConfig,
+    at: &str,
+) -> Result<QueueConfig, ConfigError> {
     let base_delay = millis(
         raw.base_backoff_ms,
         defaults.base_delay,
-        "queue.baseBackoffMs".into(),
+        format!("{at}.baseBackoffMs"),
     )?;
     let max_delay = match raw.max_backoff_seconds {
         None => defaults.max_delay,
-        Some(0) => return Err(invalid("queue.maxBackoffSeconds", "0 is not at least 1")),
+        Some(0) => {
+            return Err(invalid(
+                format!("{at}.maxBackoffSeconds"),
+                "0 is not at least 1",
+            ));
+        }
         Some(s) => Duration::from_secs(s),
     };
     if max_delay < base_delay {
         return Err(invalid(
-            "queue.maxBackoffSeconds",
+            format!("{at}.maxBackoffSeconds"),
             format!(
                 "{} s is less than baseBackoffMs ({} ms)",
                 max_delay.as_secs(),
@@ -912,9 +944,16 @@ fn validate_queue(raw: RawQueue) -> Result<QueueConfig, ConfigError> {
             ),
         ));
     }
+    let count = |value: Option<u32>, default: u32, name: &str| match value {
+        None => Ok(default),
+        Some(0) => Err(invalid(format!("{at}.{name}"), "0 is not at least 1")),
+        Some(n) => Ok(n),
+    };
     Ok(QueueConfig {
         base_delay,
         max_delay,
+        qps: count(raw.qps, defaults.qps, "qps")?,
+        burst: count(raw.burst, defaults.burst, "burst")?,
     })
 }
 
@@ -948,12 +987,16 @@ modules:
         resources: ["*/scale", deployments/status]
         verbs: ["*", get]
         namespaces: [team-a]
+    queue:
+      qps: 5
   - path: /opt/modules/other.wasm
     limits:
       memoryBytes: 128Mi
 queue:
   baseBackoffMs: 10
   maxBackoffSeconds: 300
+  qps: 20
+  burst: 50
 "#;
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
@@ -1032,6 +1075,13 @@ queue:
                         namespaces: vec!["team-a".into()],
                     },
                 ]),
+                // Its own rate, the host-wide backoff and burst.
+                queue: Some(QueueConfig {
+                    base_delay: Duration::from_millis(10),
+                    max_delay: Duration::from_secs(300),
+                    qps: 5,
+                    burst: 50,
+                }),
             }
         );
         assert_eq!(
@@ -1044,6 +1094,8 @@ queue:
             QueueConfig {
                 base_delay: Duration::from_millis(10),
                 max_delay: Duration::from_secs(300),
+                qps: 20,
+                burst: 50,
             }
         );
     }
@@ -1071,11 +1123,14 @@ queue:
                         log_lines_per_second: 100,
                     },
                     grants: None,
+                    queue: None,
                 }],
                 manager: ManagerConfig::default(),
                 queue: QueueConfig {
                     base_delay: Duration::from_millis(5),
                     max_delay: Duration::from_secs(1000),
+                    qps: 10,
+                    burst: 100,
                 },
             }
         );

@@ -168,6 +168,9 @@ pub struct Change {
     pub old: Option<Arc<CachedObject>>,
     /// The object after, if it still exists.
     pub new: Option<Arc<CachedObject>>,
+    /// Part of an informer's first list, or of the cache replayed to a new subscriber: a key
+    /// the subscriber has not seen yet rather than a change of the cluster.
+    pub initial: bool,
 }
 
 /// The objects of one watch, ordered by namespace then name.
@@ -298,6 +301,7 @@ impl Store {
         Some(Change {
             old,
             new: Some(object),
+            initial: false,
         })
     }
 
@@ -317,6 +321,7 @@ impl Store {
         Some(Change {
             old: Some(old),
             new: None,
+            initial: false,
         })
     }
 
@@ -343,6 +348,7 @@ impl Store {
                 .zip(version)
                 .is_some_and(|(cached, listed)| cached > listed)
         };
+        let initial = inner.lists == 0;
         // Only a recorded write is newer than a list that followed the watch it replaces.
         for (key, cached) in &inner.objects {
             if newer(cached) {
@@ -355,6 +361,7 @@ impl Store {
                 None => changes.push(Change {
                     old: Some(old.clone()),
                     new: None,
+                    initial,
                 }),
                 Some(new)
                     if !Arc::ptr_eq(new, old) && new.resource_version != old.resource_version =>
@@ -362,6 +369,7 @@ impl Store {
                     changes.push(Change {
                         old: Some(old.clone()),
                         new: Some(new.clone()),
+                        initial,
                     })
                 }
                 Some(_) => {}
@@ -372,6 +380,7 @@ impl Store {
                 changes.push(Change {
                     old: None,
                     new: Some(new.clone()),
+                    initial,
                 });
             }
         }
@@ -407,6 +416,7 @@ impl Store {
         Some(Change {
             old,
             new: Some(object),
+            initial: false,
         })
     }
 
@@ -426,6 +436,7 @@ impl Store {
         Some(Change {
             old: Some(old),
             new: None,
+            initial: false,
         })
     }
 

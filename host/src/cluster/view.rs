@@ -83,7 +83,11 @@ impl View {
 fn narrowed(change: &Change, selection: &Selection) -> Option<Change> {
     let old = change.old.clone().filter(|o| selection.selects(o));
     let new = change.new.clone().filter(|o| selection.selects(o));
-    (old.is_some() || new.is_some()).then_some(Change { old, new })
+    (old.is_some() || new.is_some()).then_some(Change {
+        old,
+        new,
+        initial: change.initial,
+    })
 }
 
 /// The selection among `all` whose informer serves `selection`: one of its kind without label
@@ -149,6 +153,7 @@ mod tests {
         let relabelled = Change {
             old: Some(pod("a", "web")),
             new: Some(pod("a", "db")),
+            initial: false,
         };
         let left = narrowed(&relabelled, &web).expect("the old side is in the selection");
         assert_eq!(left.old, relabelled.old);
@@ -157,11 +162,13 @@ mod tests {
         let added = Change {
             old: None,
             new: Some(pod("a", "web")),
+            initial: false,
         };
         assert_eq!(narrowed(&added, &web).and_then(|c| c.new), added.new);
         let other_namespace = Change {
             old: None,
             new: Some(pod("b", "web")),
+            initial: false,
         };
         assert!(narrowed(&other_namespace, &web).is_none());
     }

@@ -70,6 +70,7 @@ impl Informer {
                 handler(&Change {
                     old: None,
                     new: Some(object),
+                    initial: true,
                 });
             }
         }

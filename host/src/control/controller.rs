@@ -7,6 +7,7 @@
 //! from the object as `finalize` left it;
 //! replacing the module is atomic at the next dequeue and re-enqueues every key.
 
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -178,7 +179,7 @@ impl Controller {
             let queue = controller.queue.clone();
             subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
                 if let Some((key, reason)) = trigger::primary(change) {
-                    queue.add(key, reason);
+                    enqueue(&queue, change, key, reason);
                 }
             })));
         }
@@ -222,7 +223,7 @@ impl Controller {
             let kind = primary.clone();
             subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
                 for key in trigger::owners(change, &kind, true, namespaced) {
-                    queue.add(key, Reason::OwnedChanged);
+                    enqueue(&queue, change, key, Reason::OwnedChanged);
                 }
             })));
         }
@@ -247,12 +248,12 @@ impl Controller {
         match mapping {
             Mapping::Owner => Arc::new(move |change: &Change| {
                 for key in trigger::owners(change, &primary, false, namespaced) {
-                    queue.add(key, Reason::WatchedChanged);
+                    enqueue(&queue, change, key, Reason::WatchedChanged);
                 }
             }),
             Mapping::Label(label) => Arc::new(move |change: &Change| {
                 for key in trigger::labelled(change, &label, namespaced) {
-                    queue.add(key, Reason::WatchedChanged);
+                    enqueue(&queue, change, key, Reason::WatchedChanged);
                 }
             }),
             Mapping::Guest => {
@@ -387,7 +388,7 @@ impl Controller {
         *self.module.write().expect("module lock") = module;
         for view in &self.primaries {
             for key in view.keys() {
-                self.queue.add(key, Reason::Reload);
+                self.queue.add_low(key, Reason::Reload);
             }
         }
     }
@@ -546,6 +547,16 @@ impl Controller {
     }
 }
 
+/// Queues `key` for `change`: in the low-priority lane when the change is part of an initial
+/// list, so that real changes are reconciled first.
+fn enqueue(queue: &WorkQueue<ObjectKey, Reason>, change: &Change, key: ObjectKey, reason: Reason) {
+    if change.initial {
+        queue.add_low(key, reason);
+    } else {
+        queue.add(key, reason);
+    }
+}
+
 /// The selections a guest reads, each in the namespaces it runs in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Plan {
@@ -600,12 +611,13 @@ impl Plan {
     }
 }
 
+/// Queues every primary key, low, each period stretched or shrunk at random by up to 10% (as
+/// controller-runtime jitters its sync period), so that guests and replicas with one period do
+/// not resync in step.
 async fn resync(controller: Weak<Controller>, stop: CancellationToken, period: Duration) {
-    let mut ticks = tokio::time::interval(period);
-    ticks.tick().await;
     loop {
         tokio::select! {
-            _ = ticks.tick() => {}
+            () = tokio::time::sleep(jittered(period, RandomState::new().hash_one(0u8))) => {}
             () = stop.cancelled() => return,
         }
         let Some(controller) = controller.upgrade() else {
@@ -613,10 +625,16 @@ async fn resync(controller: Weak<Controller>, stop: CancellationToken, period: D
         };
         for view in &controller.primaries {
             for key in view.keys() {
-                controller.queue.add(key, Reason::Resync);
+                controller.queue.add_low(key, Reason::Resync);
             }
         }
     }
+}
+
+/// `period` times a factor in [0.9, 1.1] that `random` picks.
+fn jittered(period: Duration, random: u64) -> Duration {
+    let unit = (random >> 11) as f64 / (1u64 << 53) as f64;
+    period.mul_f64(0.9 + unit / 5.0)
 }
 
 #[cfg(test)]
@@ -649,6 +667,15 @@ mod tests {
             max_concurrency: 2,
             resync: None,
         }
+    }
+
+    #[test]
+    fn resync_periods_are_jittered_by_up_to_ten_percent() {
+        let period = Duration::from_secs(100);
+        assert_eq!(jittered(period, 0), Duration::from_secs(90));
+        assert_eq!(jittered(period, 1 << 63), Duration::from_secs(100));
+        let longest = jittered(period, u64::MAX);
+        assert!(longest <= Duration::from_secs(110) && longest > Duration::from_secs(109));
     }
 
     #[test]

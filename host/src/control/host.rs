@@ -390,7 +390,7 @@ fn settings(
             .or(metadata.resync),
         namespaces: config.namespaces.clone(),
         limits,
-        queue,
+        queue: config.queue.unwrap_or(queue),
         grants: config.grants.clone(),
     }
 }

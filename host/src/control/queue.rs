@@ -1,10 +1,17 @@
 //! Per-controller workqueue with client-go semantics.
 //!
 //! Keys are deduplicated while queued, never handed to two workers at once, can be delayed
-//! (`add_after`) or retried with per-key exponential backoff (`add_rate_limited`), and the queue
-//! shuts down either immediately or after in-flight work drained. Every key carries the reason of
-//! the first add since it was last handed out. Like client-go's, the queue times how long keys
-//! wait and how long they are processed.
+//! (`add_after`) or retried (`add_rate_limited`) after the longer of a per-key exponential
+//! backoff and a token bucket shared by all retries (client-go's default controller rate
+//! limiter: 5 ms doubling up to 1000 s, 10 per second after a burst of 100), and the queue shuts
+//! down either immediately or after in-flight work drained. Every key carries the reason of the
+//! first add since it was last handed out.
+//!
+//! As controller-runtime's priority queue, keys come in two lanes: keys added with
+//! [`WorkQueue::add_low`] (an initial list, a resync, a reload) are handed out only when no other
+//! key is ready, so a real change is reconciled before a backlog of them; a low key added again
+//! normally moves to the front lane. Like client-go's, the queue times how long keys wait and how
+//! long they are processed.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
@@ -49,6 +56,8 @@ pub struct QueueStats {
 struct Dirty<R> {
     reason: R,
     since: Instant,
+    /// In the low-priority lane.
+    low: bool,
 }
 
 struct Delayed<R> {
@@ -57,9 +66,14 @@ struct Delayed<R> {
     reason: R,
 }
 
-/// Invariant: a key is in `ready` exactly when it is in `dirty` and not in `processing`.
+/// Invariant: a key is ready exactly when it is in `dirty` and not in `processing`; then the
+/// lane its `low` names holds it. A lane may also hold stale entries (keys handed out since, or
+/// moved to the front lane), which [`State::pop`] skips.
 struct State<K, R> {
-    ready: VecDeque<K>,
+    high: VecDeque<K>,
+    low: VecDeque<K>,
+    /// Keys ready to be handed out.
+    ready: usize,
     dirty: HashMap<K, Dirty<R>>,
     /// In-flight keys with the time they were handed out.
     processing: HashMap<K, Instant>,
@@ -68,6 +82,9 @@ struct State<K, R> {
     timers: BTreeMap<(Instant, u64), K>,
     next_seq: u64,
     failures: HashMap<K, u32>,
+    /// Tokens of the retry bucket (negative when retries are reserved ahead), as of `refilled`.
+    tokens: f64,
+    refilled: Instant,
     shut_down: bool,
     adds_total: u64,
     retries_total: u64,
@@ -78,24 +95,49 @@ struct State<K, R> {
 }
 
 impl<K: Clone + Eq + Hash, R> State<K, R> {
-    fn add(&mut self, key: K, reason: R, since: Instant) {
+    fn add(&mut self, key: K, reason: R, since: Instant, low: bool) {
         if self.shut_down {
             return;
         }
         self.adds_total += 1;
-        if self.dirty.contains_key(&key) {
+        let processing = self.processing.contains_key(&key);
+        if let Some(dirty) = self.dirty.get_mut(&key) {
+            if dirty.low && !low {
+                dirty.low = false;
+                if !processing {
+                    self.high.push_back(key);
+                }
+            }
             return;
         }
-        if !self.processing.contains_key(&key) {
-            self.ready.push_back(key.clone());
+        if !processing {
+            self.lane(low).push_back(key.clone());
+            self.ready += 1;
             self.wake_one += 1;
         }
-        self.dirty.insert(key, Dirty { reason, since });
+        self.dirty.insert(key, Dirty { reason, since, low });
+    }
+
+    fn lane(&mut self, low: bool) -> &mut VecDeque<K> {
+        if low { &mut self.low } else { &mut self.high }
+    }
+
+    /// Reserves one retry from the bucket; returns how long it must wait for its token.
+    fn reserve(&mut self, now: Instant, config: &QueueConfig) -> Duration {
+        let qps = f64::from(config.qps);
+        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * qps).min(f64::from(config.burst)) - 1.0;
+        self.refilled = now;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / qps)
+        }
     }
 
     fn add_after(&mut self, key: K, reason: R, now: Instant, delay: Duration) {
         if self.shut_down || delay.is_zero() {
-            return self.add(key, reason, now);
+            return self.add(key, reason, now, false);
         }
         let at = now + delay;
         if let Some(old) = self.delayed.get(&key) {
@@ -123,13 +165,23 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
         {
             let key = timer.remove();
             let Delayed { at, reason, .. } = self.delayed.remove(&key).expect("timer has entry");
-            self.add(key, reason, at);
+            self.add(key, reason, at, false);
         }
     }
 
     fn pop(&mut self, now: Instant) -> Option<Item<K, R>> {
-        let key = self.ready.pop_front()?;
-        let Dirty { reason, since } = self.dirty.remove(&key).expect("ready key is dirty");
+        let key = [false, true].into_iter().find_map(|low| {
+            while let Some(key) = self.lane(low).pop_front() {
+                let ready = !self.processing.contains_key(&key)
+                    && self.dirty.get(&key).is_some_and(|d| d.low == low);
+                if ready {
+                    return Some(key);
+                }
+            }
+            None
+        })?;
+        let Dirty { reason, since, .. } = self.dirty.remove(&key).expect("ready key is dirty");
+        self.ready -= 1;
         self.processing.insert(key.clone(), now);
         Some(Item {
             key,
@@ -161,13 +213,17 @@ where
     /// Creates an empty queue with the given backoff settings.
     pub fn new(config: QueueConfig) -> Self {
         let state = State {
-            ready: VecDeque::new(),
+            high: VecDeque::new(),
+            low: VecDeque::new(),
+            ready: 0,
             dirty: HashMap::new(),
             processing: HashMap::new(),
             delayed: HashMap::new(),
             timers: BTreeMap::new(),
             next_seq: 0,
             failures: HashMap::new(),
+            tokens: f64::from(config.burst),
+            refilled: Instant::now(),
             shut_down: false,
             adds_total: 0,
             retries_total: 0,
@@ -190,7 +246,7 @@ where
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.fire_due(now);
         let out = f(&mut state, now);
-        let wake_one = mem::take(&mut state.wake_one).min(state.ready.len());
+        let wake_one = mem::take(&mut state.wake_one).min(state.ready);
         let wake_all = mem::take(&mut state.wake_all);
         let drained = state.shut_down && state.processing.is_empty();
         drop(state);
@@ -209,7 +265,13 @@ where
     /// Queues `key`. No-op if it is already queued (the first reason is kept) or the queue is shut
     /// down; if it is in flight it is handed out again after [`done`](Self::done).
     pub fn add(&self, key: K, reason: R) {
-        self.with_state(|st, now| st.add(key, reason, now));
+        self.with_state(|st, now| st.add(key, reason, now, false));
+    }
+
+    /// Queues `key` in the low-priority lane, as [`add`](Self::add) otherwise: it is handed out
+    /// only when no key of the front lane is ready.
+    pub fn add_low(&self, key: K, reason: R) {
+        self.with_state(|st, now| st.add(key, reason, now, true));
     }
 
     /// Adds `key` once `delay` has passed (immediately for zero). If the key already has a
@@ -218,20 +280,19 @@ where
         self.with_state(|st, now| st.add_after(key, reason, now, delay));
     }
 
-    /// Schedules `key` after its backoff `base_delay * 2^failures` (capped at `max_delay`),
-    /// counts one more failure and returns the delay used.
+    /// Schedules `key` after the longer of its backoff `base_delay * 2^failures` (capped at
+    /// `max_delay`) and the wait for a token of the retry bucket, counts one more failure and
+    /// returns the delay used.
     pub fn add_rate_limited(&self, key: K, reason: R) -> Duration {
-        let QueueConfig {
-            base_delay,
-            max_delay,
-        } = self.config;
+        let config = self.config;
         self.with_state(|st, now| {
             let failures = st.failures.entry(key.clone()).or_default();
-            let delay = 2u32
+            let backoff = 2u32
                 .checked_pow(*failures)
-                .and_then(|factor| base_delay.checked_mul(factor))
-                .map_or(max_delay, |delay| delay.min(max_delay));
+                .and_then(|factor| config.base_delay.checked_mul(factor))
+                .map_or(config.max_delay, |delay| delay.min(config.max_delay));
             *failures = failures.saturating_add(1);
+            let delay = backoff.max(st.reserve(now, &config));
             if !st.shut_down {
                 st.retries_total += 1;
             }
@@ -284,8 +345,9 @@ where
     pub fn done(&self, key: &K) {
         let worked = self.with_state(|st, now| {
             let handed_out = st.processing.remove(key)?;
-            if st.dirty.contains_key(key) {
-                st.ready.push_back(key.clone());
+            if let Some(low) = st.dirty.get(key).map(|d| d.low) {
+                st.lane(low).push_back(key.clone());
+                st.ready += 1;
                 st.wake_one += 1;
             }
             Some(now.saturating_duration_since(handed_out))
@@ -302,7 +364,9 @@ where
         self.with_state(|st, _| {
             st.shut_down = true;
             st.wake_all = true;
-            st.ready.clear();
+            st.high.clear();
+            st.low.clear();
+            st.ready = 0;
             st.dirty.clear();
             st.delayed.clear();
             st.timers.clear();
@@ -324,7 +388,7 @@ where
 
     /// Number of keys ready to be handed out (not in flight, not delayed).
     pub fn len(&self) -> usize {
-        self.with_state(|st, _| st.ready.len())
+        self.with_state(|st, _| st.ready)
     }
 
     /// Whether no key is ready to be handed out.
@@ -362,7 +426,7 @@ where
                 .values()
                 .map(|at| now.saturating_duration_since(*at).as_secs_f64());
             QueueStats {
-                depth: st.ready.len(),
+                depth: st.ready,
                 adds_total: st.adds_total,
                 retries_total: st.retries_total,
                 // Not `sum`: the sum of no f64 is -0.
@@ -494,6 +558,7 @@ mod tests {
         let config = QueueConfig {
             base_delay: Duration::from_millis(5),
             max_delay: Duration::from_millis(40),
+            ..QueueConfig::default()
         };
         let q = WorkQueue::<&str>::new(config);
         let delays: Vec<_> = (0..6)
@@ -510,6 +575,50 @@ mod tests {
         assert_eq!(last, Some(Duration::from_secs(1000)));
         assert_eq!((q.delayed(), q.stats().retries_total), (1, 100));
         assert_eq!(within(q.next()).await.unwrap().queued_for, Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_share_one_bucket_of_ten_per_second_after_a_burst_of_a_hundred() {
+        let q = WorkQueue::<u32>::new(QueueConfig::default());
+        let delays: Vec<_> = (0..120).map(|key| q.add_rate_limited(key, ())).collect();
+        // Each key's first failure waits 5 ms, until the burst of 100 is spent; then one retry
+        // every 100 ms.
+        assert!(delays[..100].iter().all(|d| *d == Duration::from_millis(5)));
+        assert_eq!(delays[100], Duration::from_millis(100));
+        assert_eq!(delays[119], Duration::from_secs(2));
+        // The bucket refills with time.
+        sleep(Duration::from_secs(60)).await;
+        assert_eq!(q.add_rate_limited(500, ()), Duration::from_millis(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_is_handed_out_before_keys_of_an_initial_list_or_a_resync() {
+        let q = queue();
+        for key in ["l1", "l2", "l3"] {
+            q.add_low(key, Added);
+        }
+        q.add("change", Changed);
+        // A key queued low and then changed moves up, once.
+        q.add("l3", Changed);
+        let order: Vec<_> = [
+            take(&q).await,
+            take(&q).await,
+            take(&q).await,
+            take(&q).await,
+        ]
+        .map(|item| (item.key, item.reason))
+        .into();
+        assert_eq!(
+            order,
+            [
+                ("change", Changed),
+                ("l3", Added),
+                ("l1", Added),
+                ("l2", Added)
+            ]
+        );
+        assert_eq!(q.len(), 0);
+        assert_idle(&q).await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -624,9 +733,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn stress_exclusive_and_last_add_processed() {
         const KEYS: u64 = 40;
+        // A bucket that never binds: the test is about exclusivity, not the retry rate.
         let config = QueueConfig {
             base_delay: Duration::from_micros(100),
             max_delay: Duration::from_millis(2),
+            qps: u32::MAX,
+            burst: u32::MAX,
         };
         let q = Arc::new(WorkQueue::<u64, u64>::new(config));
         // Generation of the latest immediate add per key, and the generation seen at hand-out.

@@ -118,14 +118,17 @@ mod tests {
         let added = Change {
             old: None,
             new: Some(p.clone()),
+            initial: false,
         };
         let changed = Change {
             old: Some(p.clone()),
             new: Some(p.clone()),
+            initial: false,
         };
         let deleted = Change {
             old: Some(p),
             new: None,
+            initial: false,
         };
         assert_eq!(primary(&added).unwrap().1, Reason::Added);
         assert_eq!(primary(&changed).unwrap().1, Reason::Changed);
@@ -146,6 +149,7 @@ mod tests {
         let change = Change {
             old: Some(before),
             new: Some(after),
+            initial: false,
         };
         assert_eq!(owners(&change, &kind, true, true), [key("a"), key("c")]);
         assert_eq!(
@@ -160,6 +164,7 @@ mod tests {
         let change = Change {
             old: None,
             new: Some(pod(json!([owner("PodSet", "a", true)]), json!({}))),
+            initial: false,
         };
         let served = GroupVersionKind::gvk("kubewasm.dev", "v1", "PodSet");
         assert_eq!(owners(&change, &served, true, true), [key("a")]);
@@ -175,6 +180,7 @@ mod tests {
                 json!([owner("PodSet", "a", true)]),
                 json!({ "site": "s" }),
             )),
+            initial: false,
         };
         let kind = GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "PodSet");
         let cluster = |name: &str| ObjectKey {
@@ -190,6 +196,7 @@ mod tests {
         let change = Change {
             old: Some(pod(json!([]), json!({ "site": "old" }))),
             new: Some(pod(json!([]), json!({ "site": "new", "other": "x" }))),
+            initial: false,
         };
         assert_eq!(labelled(&change, "site", true), [key("new"), key("old")]);
         assert!(labelled(&change, "missing", true).is_empty());
