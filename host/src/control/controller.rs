@@ -7,6 +7,7 @@
 //! from the object as `finalize` left it;
 //! replacing the module is atomic at the next dequeue and re-enqueues every key.
 
+use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -110,9 +111,39 @@ pub struct Controller {
     subscriptions: Mutex<Vec<Subscription>>,
     /// Cancelled when the controller shuts down; ends its resync task.
     stop: CancellationToken,
-    /// Bounds the guest's `map-keys` calls in flight.
-    mapping: tokio::sync::Semaphore,
+    /// Watched objects waiting for the guest's `map-keys`: each at most once however often it
+    /// changed, mapped by at most `max_concurrency` calls at once, dropped at shutdown.
+    unmapped: WorkQueue<WatchedKey>,
+    /// The states to map of each queued watched object.
+    unmapped_states: Mutex<HashMap<WatchedKey, Unmapped>>,
     counters: Counters,
+}
+
+/// A watched object: its kind and key.
+type WatchedKey = (GroupVersionKind, ObjectKey);
+
+/// What `map-keys` is to see of one changed watched object: its state before its first change
+/// since it was last mapped and its latest state (or its last, once deleted), and whether each
+/// change was part of an initial list.
+struct Unmapped {
+    states: Vec<Arc<CachedObject>>,
+    initial: bool,
+}
+
+impl Unmapped {
+    /// Notes `change`, keeping the earliest and the latest state.
+    fn note(&mut self, change: &Change) {
+        for state in change.old.iter().chain(&change.new) {
+            if self.states.iter().any(|s| Arc::ptr_eq(s, state)) {
+                continue;
+            }
+            if self.states.len() == 2 {
+                self.states.pop();
+            }
+            self.states.push(state.clone());
+        }
+        self.initial &= change.initial;
+    }
 }
 
 impl Controller {
@@ -158,7 +189,8 @@ impl Controller {
             settings.limits.host_call_timeout,
             Permissions::new(settings.grants.clone()),
         ));
-        let mapping_permits = settings.max_concurrency as usize;
+        let maps_keys = watched.iter().any(|(_, m)| *m == Mapping::Guest);
+        let queue_config = settings.queue;
         let controller = Arc::new(Self {
             queue: Arc::new(WorkQueue::new(settings.queue)),
             settings,
@@ -170,7 +202,8 @@ impl Controller {
             readable: readable.clone(),
             subscriptions: Mutex::default(),
             stop: CancellationToken::new(),
-            mapping: tokio::sync::Semaphore::new(mapping_permits),
+            unmapped: WorkQueue::new(queue_config),
+            unmapped_states: Mutex::default(),
             counters: Counters::default(),
         });
         let primary_kind = module.metadata.primary.kind.clone();
@@ -190,8 +223,12 @@ impl Controller {
                 .subscribe_children(primary_kind, owned, watched),
         );
         for _ in 0..controller.settings.max_concurrency {
-            let controller = controller.clone();
-            tasks.spawn(async move { controller.work().await });
+            let worker = controller.clone();
+            tasks.spawn(async move { worker.work().await });
+            if maps_keys {
+                let mapper = controller.clone();
+                tasks.spawn(async move { mapper.map().await });
+            }
         }
         if let Some(period) = controller.settings.resync {
             let weak = Arc::downgrade(&controller);
@@ -260,21 +297,56 @@ impl Controller {
                 let weak = Arc::downgrade(self);
                 Arc::new(move |change: &Change| {
                     if let Some(controller) = weak.upgrade() {
-                        let objects: Vec<_> =
-                            change.old.iter().chain(&change.new).cloned().collect();
-                        tokio::spawn(async move { controller.map_keys(objects).await });
+                        controller.to_map(change);
                     }
                 })
             }
         }
     }
 
-    async fn map_keys(&self, objects: Vec<Arc<CachedObject>>) {
-        // At most `max_concurrency` map-keys calls at once, like reconciles: a relist of a
-        // watched kind cannot start an instance per object at the same time.
-        let Ok(_permit) = self.mapping.acquire().await else {
+    /// Queues the changed watched object for `map-keys`.
+    fn to_map(&self, change: &Change) {
+        let Some(object) = change.new.as_ref().or(change.old.as_ref()) else {
             return;
         };
+        let Some(kind) = kind_of(&object.value) else {
+            return;
+        };
+        let key = (kind, object.key());
+        let mut unmapped = self.unmapped_states.lock().expect("unmapped lock");
+        let entry = unmapped.entry(key.clone()).or_insert(Unmapped {
+            states: Vec::new(),
+            initial: true,
+        });
+        entry.note(change);
+        let initial = entry.initial;
+        drop(unmapped);
+        if initial {
+            self.unmapped.add_low(key, ());
+        } else {
+            self.unmapped.add(key, ());
+        }
+    }
+
+    /// Maps queued watched objects until the controller stops; a call in flight is dropped then.
+    async fn map(&self) {
+        while let Some(item) = self.unmapped.next().await {
+            let unmapped = self
+                .unmapped_states
+                .lock()
+                .expect("unmapped lock")
+                .remove(&item.key);
+            if let Some(Unmapped { states, initial }) = unmapped {
+                tokio::select! {
+                    () = self.map_keys(states, initial) => {}
+                    () = self.stop.cancelled() => return,
+                }
+            }
+            self.unmapped.done(&item.key);
+        }
+    }
+
+    async fn map_keys(&self, objects: Vec<Arc<CachedObject>>, initial: bool) {
         let module = self.module();
         for object in objects {
             let Some(kind) = kind_of(&object.value).map(types::Gvk::from) else {
@@ -292,13 +364,15 @@ impl Controller {
             {
                 Ok(keys) => {
                     for key in keys {
-                        self.queue.add(
-                            ObjectKey {
-                                namespace: key.namespace,
-                                name: key.name,
-                            },
-                            Reason::WatchedChanged,
-                        );
+                        let key = ObjectKey {
+                            namespace: key.namespace,
+                            name: key.name,
+                        };
+                        if initial {
+                            self.queue.add_low(key, Reason::WatchedChanged);
+                        } else {
+                            self.queue.add(key, Reason::WatchedChanged);
+                        }
                     }
                 }
                 Err(failure) => {
@@ -396,6 +470,7 @@ impl Controller {
     /// Stops taking keys and waits for reconciles in flight to finish; drops its watches.
     pub async fn shut_down(&self) {
         self.stop.cancel();
+        self.unmapped.shut_down();
         self.queue.shut_down_and_drain().await;
         self.subscriptions
             .lock()
@@ -667,6 +742,43 @@ mod tests {
             max_concurrency: 2,
             resync: None,
         }
+    }
+
+    fn pod(version: &str) -> Arc<CachedObject> {
+        let pod = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "a", "resourceVersion": version},
+        });
+        Arc::new(CachedObject::new(serde_json::from_value(pod).unwrap()))
+    }
+
+    #[test]
+    fn a_watched_object_changed_many_times_is_mapped_once_with_its_first_and_last_state() {
+        let states: Vec<_> = (1..=1000).map(|v| pod(&v.to_string())).collect();
+        let mut unmapped = Unmapped {
+            states: Vec::new(),
+            initial: true,
+        };
+        unmapped.note(&Change {
+            old: None,
+            new: Some(states[0].clone()),
+            initial: true,
+        });
+        for pair in states.windows(2) {
+            unmapped.note(&Change {
+                old: Some(pair[0].clone()),
+                new: Some(pair[1].clone()),
+                initial: false,
+            });
+        }
+        unmapped.note(&Change {
+            old: states.last().cloned(),
+            new: None,
+            initial: false,
+        });
+        let versions: Vec<_> = unmapped.states.iter().map(|s| s.version()).collect();
+        assert_eq!(versions, [Some(1), Some(1000)]);
+        assert!(!unmapped.initial, "a real change among them is not initial");
     }
 
     #[test]
