@@ -12,8 +12,8 @@
 //! of past applies: it holds after a restart, and an object deleted and created again, which
 //! records no apply of the guest, is applied again.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use either::Either;
@@ -25,11 +25,13 @@ use kube::api::{
     PropagationPolicy,
 };
 use serde_json::Value;
+use tokio::time::Instant;
 
 use crate::cluster::cache::{CachedObject, FIELD_MANAGER_PREFIX, ObjectKey};
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::watch::{Informer, Resources};
 use crate::cluster::{leader, managed};
+use crate::control::events::{Correlator, Decision, EventKey};
 use crate::wasm::backend::{
     ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest,
 };
@@ -41,6 +43,7 @@ pub struct ClusterBackend {
     controller: String,
     informers: Vec<Arc<Informer>>,
     elided: AtomicU64,
+    events: Mutex<Correlator>,
 }
 
 impl ClusterBackend {
@@ -52,7 +55,13 @@ impl ClusterBackend {
             controller: controller.to_owned(),
             informers,
             elided: AtomicU64::new(0),
+            events: Mutex::default(),
         }
+    }
+
+    /// How many events were dropped over an object's rate.
+    pub fn events_dropped(&self) -> u64 {
+        self.events.lock().expect("events lock").dropped()
     }
 
     /// How many applies were not sent because the cluster already matched them.
@@ -299,27 +308,72 @@ impl Backend for ClusterBackend {
             .namespace
             .clone()
             .unwrap_or_else(|| "default".into());
-        let event: Event = serde_json::from_value(serde_json::json!({
-            "metadata": { "name": event_name(&request.name), "namespace": namespace },
-            "eventTime": MicroTime(k8s_openapi::jiff::Timestamp::now()),
-            "reportingController": format!("kubewasm.dev/{}", self.controller),
-            "reportingInstance": leader::replica_name(),
-            "action": request.action,
-            "reason": request.reason,
-            "note": request.note,
-            "type": if request.warning { "Warning" } else { "Normal" },
-            "regarding": {
-                "apiVersion": request.kind.api_version(),
-                "kind": request.kind.kind,
-                "namespace": request.namespace,
-                "name": request.name,
-                "uid": uid,
-            },
-        }))
-        .map_err(|e| CallError::Invalid(format!("building the event: {e}")))?;
-        let api = Api::<Event>::namespaced(self.resources.client().clone(), &namespace);
-        api.create(&PostParams::default(), &event).await?;
-        Ok(())
+        let regarding = format!(
+            "{}/{}/{}/{}/{}",
+            request.kind.api_version(),
+            request.kind.kind,
+            namespace,
+            request.name,
+            uid.as_deref().unwrap_or_default()
+        );
+        let key: EventKey = (
+            regarding,
+            request.warning,
+            request.reason.clone(),
+            request.action.clone(),
+            request.note.clone(),
+        );
+        let decision = self
+            .events
+            .lock()
+            .expect("events lock")
+            .observe(&key, Instant::now());
+        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        match decision {
+            Decision::Merged | Decision::Dropped => Ok(()),
+            Decision::Count {
+                namespace,
+                name,
+                count,
+            } => {
+                let api = Api::<Event>::namespaced(self.resources.client().clone(), &namespace);
+                let series = serde_json::json!({
+                    "series": { "count": count, "lastObservedTime": now },
+                });
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&series))
+                    .await?;
+                Ok(())
+            }
+            Decision::Create => {
+                let event: Event = serde_json::from_value(serde_json::json!({
+                    "metadata": { "name": event_name(&request.name), "namespace": namespace },
+                    "eventTime": now,
+                    "reportingController": format!("kubewasm.dev/{}", self.controller),
+                    "reportingInstance": leader::replica_name(),
+                    "action": request.action,
+                    "reason": request.reason,
+                    "note": request.note,
+                    "type": if request.warning { "Warning" } else { "Normal" },
+                    "regarding": {
+                        "apiVersion": request.kind.api_version(),
+                        "kind": request.kind.kind,
+                        "namespace": request.namespace,
+                        "name": request.name,
+                        "uid": uid,
+                    },
+                }))
+                .map_err(|e| CallError::Invalid(format!("building the event: {e}")))?;
+                let api = Api::<Event>::namespaced(self.resources.client().clone(), &namespace);
+                let created = api.create(&PostParams::default(), &event).await;
+                let name = created.as_ref().ok().and_then(|e| e.metadata.name.clone());
+                self.events
+                    .lock()
+                    .expect("events lock")
+                    .created(&key, name.map(|name| (namespace, name)));
+                created?;
+                Ok(())
+            }
+        }
     }
 }
 

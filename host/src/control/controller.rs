@@ -444,6 +444,11 @@ impl Controller {
         self.backend.elided()
     }
 
+    /// Events dropped over their object's rate.
+    pub fn events_dropped(&self) -> u64 {
+        self.backend.events_dropped()
+    }
+
     /// Whether every informer the guest reads has listed once.
     pub fn is_synced(&self) -> bool {
         self.readable.iter().all(|i| i.is_synced())

@@ -6,6 +6,7 @@
 
 pub mod apply;
 pub mod controller;
+pub mod events;
 pub mod host;
 pub mod queue;
 pub mod reload;

@@ -300,6 +300,7 @@ fn status(snapshot: &Snapshot) -> serde_json::Value {
                     "denied": h.denied,
                     "logLinesDropped": h.output_dropped,
                     "writesElided": guest.writes_elided,
+                    "eventsDropped": guest.events_dropped,
                 },
                 "consecutiveFailures": h.consecutive_failures,
                 "failing": h.failing,

@@ -38,6 +38,8 @@ pub struct GuestSnapshot {
     pub active_workers: usize,
     /// Applies not sent because the cluster already matched.
     pub writes_elided: u64,
+    /// Events dropped over their object's rate.
+    pub events_dropped: u64,
     /// Time of each reconcile, from dequeue until the key is done.
     pub reconcile_time: HistogramSnapshot,
     /// Time keys waited in the workqueue before being handed out.
@@ -100,6 +102,7 @@ impl Snapshot {
                 max_concurrency: c.max_concurrency(),
                 active_workers: c.queue().in_flight(),
                 writes_elided: c.writes_elided(),
+                events_dropped: c.events_dropped(),
                 reconcile_time: c.counters().reconcile_time.snapshot(),
                 queue_duration: c.queue().queue_duration().snapshot(),
                 work_duration: c.queue().work_duration().snapshot(),
@@ -279,6 +282,14 @@ impl Snapshot {
             "Applies not sent because the cluster already matched",
             "controller",
             |g| g.writes_elided,
+        );
+        out.per_guest(
+            guests,
+            "kubewasm_events_dropped_total",
+            Kind::Counter,
+            "Events dropped because their object started too many new ones",
+            "controller",
+            |g| g.events_dropped,
         );
         out.per_guest(
             guests,
@@ -560,6 +571,7 @@ mod tests {
             max_concurrency: 2,
             active_workers: 1,
             writes_elided: 6,
+            events_dropped: 2,
             reconcile_time: histogram(RECONCILE_TIME_BUCKETS, &[0.003, 0.005, 0.2, 90.0]),
             queue_duration: histogram(WORKQUEUE_BUCKETS, &[0.0, 1e-5, 2e-5]),
             work_duration: histogram(WORKQUEUE_BUCKETS, &[0.5]),
@@ -607,6 +619,7 @@ mod tests {
             r#"kubewasm_guest_traps_total{controller="mirror"} 1"#,
             r#"kubewasm_host_calls_denied_total{controller="mirror"} 4"#,
             r#"kubewasm_writes_elided_total{controller="mirror"} 6"#,
+            r#"kubewasm_events_dropped_total{controller="mirror"} 2"#,
             r#"kubewasm_guest_consecutive_failures{controller="mirror"} 1"#,
             r#"kubewasm_guest_failing{controller="mirror"} 0"#,
             "kubewasm_module_loads_total 2",

@@ -5,11 +5,14 @@
 //! features, so tests can tell which build reconciled; `v3` also declares a higher concurrency,
 //! a different declaration.
 //!
+//! Built with the `events` feature it records the same `Mirrored` event about the source on
+//! every reconcile, as a guest following the sample-controller does.
+//!
 //! The apply does not force conflicts, so while another field manager owns `data.value` of the
 //! mirror the API server answers 409 Conflict, and the reconcile fails as a transient error.
 
-use kubewasm_guest::apply;
 use kubewasm_guest::prelude::*;
+use kubewasm_guest::{apply, event};
 use serde_json::json;
 
 /// Which build this is.
@@ -52,6 +55,17 @@ impl Controller for Mirror {
         };
         apply(&mirror, options)
             .map_err(|e| ReconcileError::from(e).context("applying the mirror"))?;
+        if cfg!(feature = "events") {
+            event(
+                &Gvk::new("", "v1", "ConfigMap"),
+                &req.key,
+                EventType::Normal,
+                "Mirrored",
+                "Mirror",
+                "the mirror is up to date",
+            )
+            .map_err(|e| ReconcileError::from(e).context("recording the event"))?;
+        }
         Ok(Action::Done)
     }
 }
