@@ -200,8 +200,15 @@ struct Inner {
     watermark: u64,
     /// Lists completed: the first and every relist.
     lists: u64,
-    /// Objects the host deleted whose watch event has not arrived yet, by key: their uid.
-    tombstones: BTreeMap<ObjectKey, String>,
+    /// Objects the host deleted whose watch event has not arrived yet, by key.
+    tombstones: BTreeMap<ObjectKey, Tombstone>,
+}
+
+/// An object the host deleted: its uid and the last version the store held of it.
+#[derive(Debug, Clone)]
+struct Tombstone {
+    uid: String,
+    version: Option<u64>,
 }
 
 impl Inner {
@@ -214,7 +221,7 @@ impl Inner {
     fn is_tombstoned(&self, object: &CachedObject) -> bool {
         self.tombstones
             .get(&object.key())
-            .is_some_and(|uid| object.uid.as_ref() == Some(uid))
+            .is_some_and(|t| object.uid.as_ref() == Some(&t.uid))
     }
 }
 
@@ -286,9 +293,10 @@ impl Store {
             return None;
         }
         let key = object.key();
+        // resourceVersions order every change of a key, whatever the incarnation: an event
+        // older than what the store holds is stale.
         if let Some(cached) = inner.objects.get(&key)
-            && cached.uid == object.uid
-            && (cached.resource_version == object.resource_version
+            && ((cached.uid == object.uid && cached.resource_version == object.resource_version)
                 || cached
                     .version()
                     .zip(object.version())
@@ -312,7 +320,9 @@ impl Store {
         let mut inner = self.write();
         inner.advance(deleted.version());
         let key = deleted.key();
-        inner.tombstones.remove(&key);
+        if inner.is_tombstoned(deleted) || deleted.uid.is_none() {
+            inner.tombstones.remove(&key);
+        }
         let cached = inner.objects.get(&key)?;
         if cached.uid.is_some() && deleted.uid.is_some() && cached.uid != deleted.uid {
             return None;
@@ -335,9 +345,11 @@ impl Store {
         let mut fresh = BTreeMap::new();
         for object in objects {
             let key = object.key();
-            if inner.is_tombstoned(&object) {
+            if let Some(tombstone) = inner.tombstones.get(&key)
+                && object.uid.as_ref() == Some(&tombstone.uid)
+            {
                 // A uid never comes back: the snapshot predates the host's delete.
-                tombstones.insert(key, object.uid.clone().unwrap_or_default());
+                tombstones.insert(key, tombstone.clone());
                 continue;
             }
             fresh.insert(key, Arc::new(object));
@@ -388,6 +400,19 @@ impl Store {
         for object in fresh.values() {
             inner.advance(object.version());
         }
+        // A deleted object the snapshot never saw was written after it: its deletion is still
+        // to come on the watch.
+        for (key, tombstone) in &inner.tombstones {
+            if tombstone
+                .version
+                .zip(version)
+                .is_some_and(|(t, listed)| t > listed)
+            {
+                tombstones
+                    .entry(key.clone())
+                    .or_insert_with(|| tombstone.clone());
+            }
+        }
         inner.objects = fresh;
         inner.tombstones = tombstones;
         inner.lists += 1;
@@ -431,7 +456,11 @@ impl Store {
         }
         // Only a store that held the object keeps a tombstone: its watch delivers the deletion,
         // which removes the tombstone again.
-        inner.tombstones.insert(key.clone(), uid.to_owned());
+        let tombstone = Tombstone {
+            uid: uid.to_owned(),
+            version: cached.version(),
+        };
+        inner.tombstones.insert(key.clone(), tombstone);
         let old = inner.objects.remove(key)?;
         Some(Change {
             old: Some(old),
@@ -585,8 +614,36 @@ mod tests {
         // Someone else's change at 7 was still on its way in the watch.
         assert!(store.upsert(with_uid("a", "x", "7", "u1")).is_none());
         assert_eq!(store.get(&key("a", "x")).unwrap().version(), Some(9));
-        // A new incarnation is cached whatever its version.
-        assert!(store.upsert(with_uid("a", "x", "8", "u2")).is_some());
+        // So is a late event of an older incarnation; a newer incarnation is cached.
+        assert!(store.upsert(with_uid("a", "x", "8", "u0")).is_none());
+        assert!(store.upsert(with_uid("a", "x", "10", "u2")).is_some());
+    }
+
+    #[test]
+    fn the_late_deletion_of_an_older_incarnation_keeps_the_tombstone_of_the_newer() {
+        let store = Store::default();
+        store.replace(vec![with_uid("a", "x", "5", "u0")], "5");
+        // The host deletes x, creates it again and deletes it again, ahead of the watch.
+        store.record_delete(&key("a", "x"), "u0");
+        store.record_write(with_uid("a", "x", "9", "u1"));
+        store.record_delete(&key("a", "x"), "u1");
+        assert!(store.remove(&with_uid("a", "x", "8", "u0")).is_none());
+        assert!(store.upsert(with_uid("a", "x", "9", "u1")).is_none());
+        assert!(store.get(&key("a", "x")).is_none());
+    }
+
+    #[test]
+    fn a_relist_older_than_a_recorded_create_and_delete_keeps_the_delete() {
+        let store = Store::default();
+        store.replace(Vec::new(), "5");
+        store.record_write(with_uid("a", "x", "9", "u1"));
+        store.record_delete(&key("a", "x"), "u1");
+        // The snapshot, taken at 8, never saw x; the watch from 8 delivers its creation.
+        assert!(store.replace(Vec::new(), "8").is_empty());
+        assert!(store.upsert(with_uid("a", "x", "9", "u1")).is_none());
+        assert!(store.get(&key("a", "x")).is_none());
+        assert!(store.remove(&with_uid("a", "x", "10", "u1")).is_none());
+        assert!(store.upsert(with_uid("a", "x", "11", "u2")).is_some());
     }
 
     #[test]

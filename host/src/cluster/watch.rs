@@ -2,8 +2,8 @@
 //! that needs it and stopped when the last one lets go.
 //!
 //! Each informer resolves its kind through discovery (retrying until a CRD installed later
-//! appears), lists, then watches from the list's resourceVersion; on 410 Gone or any error it
-//! backs off and relists, and the relist is diffed against the cache so that handlers see
+//! appears), lists, then watches from the list's resourceVersion; a watch the server ends is
+//! resumed from the last version seen; on 410 Gone or any error it backs off and relists, and the relist is diffed against the cache so that handlers see
 //! exactly the adds, updates and deletes they missed. Every cached object carries its
 //! `apiVersion` and `kind`, also the items of a list, where the API server leaves them out.
 
@@ -326,8 +326,9 @@ async fn list(
 }
 
 /// Lists, then watches from the list's resourceVersion, for as long as the informer lives. A
-/// watch that ends or fails is resumed from the last version seen; a 410 Gone (the version was
-/// compacted away) relists, and the relist is diffed against the cache.
+/// watch the server ends is resumed from the last version seen; a 410 Gone (the version was
+/// compacted away) or a failure relists after the backoff, and the relist is diffed against the
+/// cache.
 async fn run(
     resources: Arc<Resources>,
     key: Selection,
@@ -378,7 +379,7 @@ async fn run(
         });
         drop(live);
         backoff.reset();
-        'watch: loop {
+        loop {
             let mut params = WatchParams::default().timeout(WATCH_SECONDS);
             if let Some(selector) = &selector {
                 params = params.labels(selector);
@@ -386,7 +387,12 @@ async fn run(
             let started = Instant::now();
             let mut events = match api.watch(&params, &version).await {
                 Ok(events) => events.boxed(),
-                Err(kube::Error::Api(status)) if status.code == 410 => continue 'list,
+                Err(kube::Error::Api(status)) if status.code == 410 => {
+                    // Gone at once: wait before listing again, so a server that answers every
+                    // fresh version with 410 is not hammered.
+                    backoff.wait().await;
+                    continue 'list;
+                }
                 Err(error) => {
                     report(&key, &error);
                     backoff.wait().await;
@@ -418,16 +424,20 @@ async fn run(
                         live.store().bookmark(&version);
                     }
                     Ok(WatchEvent::Error(status)) if status.code == 410 => continue 'list,
-                    // Resumed from the last version seen, which redelivers what failed.
+                    // An event that cannot be read or a failed watch: as client-go's reflector,
+                    // list again after the backoff rather than resume where it failed.
                     Ok(WatchEvent::Error(status)) => {
+                        drop(live);
                         report(&key, &kube::Error::Api(status));
                         backoff.wait().await;
-                        continue 'watch;
+                        continue 'list;
                     }
+                    Err(kube::Error::Api(status)) if status.code == 410 => continue 'list,
                     Err(error) => {
+                        drop(live);
                         report(&key, &error);
                         backoff.wait().await;
-                        continue 'watch;
+                        continue 'list;
                     }
                 }
                 delivered = true;

@@ -340,8 +340,14 @@ impl Backend for ClusterBackend {
                 let series = serde_json::json!({
                     "series": { "count": count, "lastObservedTime": now },
                 });
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&series))
-                    .await?;
+                let patched = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&series))
+                    .await;
+                if patched.is_err() {
+                    // Gone or unwritable: the next occurrence starts a new Event.
+                    self.events.lock().expect("events lock").created(&key, None);
+                }
+                patched?;
                 Ok(())
             }
             Decision::Create => {

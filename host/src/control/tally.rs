@@ -102,8 +102,8 @@ impl Streak {
     /// Records a successful reconcile; reports the end of a run of failures that made the
     /// guest failing.
     pub fn succeeded(&self, guest: &str) {
-        let failures = self.failures.swap(0, Ordering::Relaxed);
         let mut run = self.run.lock().unwrap_or_else(PoisonError::into_inner);
+        let failures = self.failures.swap(0, Ordering::Relaxed);
         run.keys.clear();
         if std::mem::take(&mut run.failing) {
             tracing::info!(%guest, "guest recovered after {failures} failed reconciles in a row");
