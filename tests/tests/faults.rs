@@ -3,8 +3,9 @@
 //!
 //! Each round deletes one pod of every PodSet, crashes a component (etcd every fourth round, the
 //! API server otherwise) while the host replaces them, deletes another pod of each as the host's
-//! informers relist, and waits for every PodSet to converge. A restarted API server answers a
-//! watch from before the crash with 410 Gone, so each round also forces relists during writes.
+//! informers recover, and waits for every PodSet to converge. A restarted API server answers a
+//! watch from before the crash with 410 Gone when its new watch cache starts later, and a watch
+//! that fails is listed again: most rounds relist during writes, and the run prints how many.
 //!
 //! In the end every pod that ever existed is accounted for: each PodSet's replicas plus one
 //! replacement per deleted pod. Any more is a duplicate. Pods are counted by uid as a watch saw
@@ -177,12 +178,6 @@ async fn podsets_converge_with_no_pod_lost_or_duplicated_through_control_plane_c
                 restarted.elapsed().as_secs_f64(),
                 listed - relists
             );
-            if component == "kube-apiserver" {
-                anyhow::ensure!(
-                    listed > relists,
-                    "a crashed API server sends the host's informers to relist"
-                );
-            }
             relists = listed;
         }
         // Let the recorder's watch catch up with the last creations.
