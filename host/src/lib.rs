@@ -8,16 +8,17 @@
 //! `host/tests/layers.rs` checks.
 //!
 //! 1. [`histogram`]: duration histograms and their bucket bounds, for every layer's metrics.
-//! 2. [`cluster`]: what the host knows of Kubernetes: label selectors, selections, informers
+//! 2. [`rate`]: token buckets, for every rate the host limits.
+//! 3. [`cluster`]: what the host knows of Kubernetes: label selectors, selections, informers
 //!    and their caches, views, leader election. Nothing here knows WebAssembly.
-//! 3. [`config`]: the configuration file: modules, limits, grants, the workqueue, the manager.
-//! 4. [`wasm`]: the runtime that calls guests: engine, compile cache, limits, the contract,
+//! 4. [`config`]: the configuration file: modules, limits, grants, the workqueue, the manager.
+//! 5. [`wasm`]: the runtime that calls guests: engine, compile cache, limits, the contract,
 //!    the declaration model, permissions, the host side of the imports, module loading and
 //!    dispatch. Reaches the cluster only through its [`wasm::backend::Backend`].
-//! 5. [`control`]: the control loop: triggers, the workqueue, the per-guest controller, the
+//! 6. [`control`]: the control loop: triggers, the workqueue, the per-guest controller, the
 //!    writer against the API server, the host that runs every guest and reloads modules.
-//! 6. [`serve`]: the HTTP endpoints: metrics, status and health probes.
-//! 7. [`cmd`]: the commands of the `kubewasm` binary.
+//! 7. [`serve`]: the HTTP endpoints: metrics, status and health probes.
+//! 8. [`cmd`]: the commands of the `kubewasm` binary.
 #![warn(missing_docs)]
 
 pub mod cluster;
@@ -25,5 +26,6 @@ pub mod cmd;
 pub mod config;
 pub mod control;
 pub mod histogram;
+pub mod rate;
 pub mod serve;
 pub mod wasm;

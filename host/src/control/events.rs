@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::rate::TokenBucket;
+
 /// How long after its last occurrence an event still joins a series.
 pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 /// Longest wait between two writes of a repeating series.
@@ -27,6 +29,11 @@ pub const BURST: u32 = 25;
 pub const REFILL: Duration = Duration::from_secs(5 * 60);
 /// Series remembered.
 pub const SERIES_KEPT: usize = 4096;
+
+/// Tokens a bucket earns per second: one per [`REFILL`].
+fn refill_rate() -> f64 {
+    1.0 / REFILL.as_secs_f64()
+}
 
 /// What makes two events the same: the object they are about (its kind, namespace, name and
 /// uid), their type, reason, action and note.
@@ -60,16 +67,11 @@ struct Series {
     last_written: Instant,
 }
 
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
 /// The series and rate buckets of one guest.
 #[derive(Default)]
 pub struct Correlator {
     series: HashMap<EventKey, Series>,
-    buckets: HashMap<String, Bucket>,
+    buckets: HashMap<String, TokenBucket>,
     dropped: u64,
 }
 
@@ -136,18 +138,8 @@ impl Correlator {
     }
 
     fn take_token(&mut self, object: &str, now: Instant) -> bool {
-        let bucket = self.buckets.entry(object.to_owned()).or_insert(Bucket {
-            tokens: f64::from(BURST),
-            at: now,
-        });
-        let earned = now.saturating_duration_since(bucket.at).as_secs_f64() / REFILL.as_secs_f64();
-        bucket.tokens = (bucket.tokens + earned).min(f64::from(BURST));
-        bucket.at = now;
-        if bucket.tokens < 1.0 {
-            return false;
-        }
-        bucket.tokens -= 1.0;
-        true
+        let bucket = self.buckets.entry(object.to_owned()).or_default();
+        bucket.try_take(refill_rate(), f64::from(BURST), now.into_std())
     }
 
     /// Forgets series past their window, and the oldest while [`SERIES_KEPT`] remain; forgets
@@ -168,12 +160,9 @@ impl Correlator {
             }
         }
         if self.buckets.len() >= SERIES_KEPT {
-            let full = |b: &Bucket| {
-                let earned =
-                    now.saturating_duration_since(b.at).as_secs_f64() / REFILL.as_secs_f64();
-                b.tokens + earned >= f64::from(BURST)
-            };
-            self.buckets.retain(|_, b| !full(b));
+            let now = now.into_std();
+            self.buckets
+                .retain(|_, b| !b.is_full(refill_rate(), f64::from(BURST), now));
             if self.buckets.len() >= SERIES_KEPT {
                 self.buckets.clear();
             }

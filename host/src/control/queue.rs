@@ -26,6 +26,7 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::config::QueueConfig;
 use crate::histogram::{Histogram, WORKQUEUE_BUCKETS};
+use crate::rate::TokenBucket;
 
 /// A key handed out by [`WorkQueue::next`]; the worker must call [`WorkQueue::done`] with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,9 +83,8 @@ struct State<K, R> {
     timers: BTreeMap<(Instant, u64), K>,
     next_seq: u64,
     failures: HashMap<K, u32>,
-    /// Tokens of the retry bucket (negative when retries are reserved ahead), as of `refilled`.
-    tokens: f64,
-    refilled: Instant,
+    /// The bucket shared by every retry.
+    retries: TokenBucket,
     shut_down: bool,
     adds_total: u64,
     retries_total: u64,
@@ -120,19 +120,6 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
 
     fn lane(&mut self, low: bool) -> &mut VecDeque<K> {
         if low { &mut self.low } else { &mut self.high }
-    }
-
-    /// Reserves one retry from the bucket; returns how long it must wait for its token.
-    fn reserve(&mut self, now: Instant, config: &QueueConfig) -> Duration {
-        let qps = f64::from(config.qps);
-        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * qps).min(f64::from(config.burst)) - 1.0;
-        self.refilled = now;
-        if self.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.tokens / qps)
-        }
     }
 
     fn add_after(&mut self, key: K, reason: R, now: Instant, delay: Duration) {
@@ -222,8 +209,7 @@ where
             timers: BTreeMap::new(),
             next_seq: 0,
             failures: HashMap::new(),
-            tokens: f64::from(config.burst),
-            refilled: Instant::now(),
+            retries: TokenBucket::default(),
             shut_down: false,
             adds_total: 0,
             retries_total: 0,
@@ -292,7 +278,8 @@ where
                 .and_then(|factor| config.base_delay.checked_mul(factor))
                 .map_or(config.max_delay, |delay| delay.min(config.max_delay));
             *failures = failures.saturating_add(1);
-            let delay = backoff.max(st.reserve(now, &config));
+            let (qps, burst) = (f64::from(config.qps), f64::from(config.burst));
+            let delay = backoff.max(st.retries.reserve(qps, burst, now.into_std()));
             if !st.shut_down {
                 st.retries_total += 1;
             }

@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use crate::rate::TokenBucket;
+
 use bytes::Bytes;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
@@ -219,9 +221,7 @@ pub struct RateLimit {
 
 #[derive(Debug, Default)]
 struct Bucket {
-    tokens: f64,
-    /// When tokens were last added; `None` before the first line, when the bucket is full.
-    refilled: Option<Instant>,
+    tokens: TokenBucket,
     /// Lines dropped since the last summary.
     unreported: u64,
     /// Lines dropped in total.
@@ -234,17 +234,8 @@ impl RateLimit {
     /// second with a burst of as many; a line refused is counted as dropped.
     pub fn admit(&self, per_second: u32, now: Instant) -> bool {
         let mut bucket = self.bucket.lock().unwrap_or_else(PoisonError::into_inner);
-        let capacity = f64::from(per_second);
-        bucket.tokens = match bucket.refilled {
-            None => capacity,
-            Some(then) => {
-                let earned = now.saturating_duration_since(then).as_secs_f64() * capacity;
-                (bucket.tokens + earned).min(capacity)
-            }
-        };
-        bucket.refilled = Some(now);
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
+        let rate = f64::from(per_second);
+        if bucket.tokens.try_take(rate, rate, now) {
             true
         } else {
             bucket.unreported += 1;
