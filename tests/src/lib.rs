@@ -9,6 +9,7 @@
 //! one started with `deploy/local/cluster up`).
 #![warn(missing_docs)]
 
+pub mod podset;
 pub mod prometheus;
 
 use std::collections::HashMap;

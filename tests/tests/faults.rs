@@ -23,10 +23,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
-};
-use kube::{Api, Client};
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
+use kubewasm_tests::podset::{podset, podsets};
 use kubewasm_tests::prometheus::{scrape, sum};
 use kubewasm_tests::{
     Language, Recorder, WAIT, apply_yaml, control_plane, eventually, example_config, free_ports,
@@ -36,30 +35,6 @@ use serde_json::json;
 
 const PODSETS: usize = 6;
 const REPLICAS: usize = 4;
-
-fn podsets(client: &Client, namespace: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "PodSet");
-    Api::namespaced_with(
-        client.clone(),
-        namespace,
-        &ApiResource::from_gvk_with_plural(&gvk, "podsets"),
-    )
-}
-
-fn podset(name: &str) -> Result<DynamicObject> {
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "kubewasm.dev/v1alpha1", "kind": "PodSet",
-        "metadata": { "name": name },
-        "spec": {
-            "replicas": REPLICAS,
-            "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": { "containers": [{ "name": "pause", "image": "registry.k8s.io/pause:3.10" }] }
-            }
-        }
-    }))?)
-}
 
 /// Live pods controlled by each owner uid, in the order of `owners`; adds every controlled
 /// pod's uid to `seen`.
@@ -149,7 +124,10 @@ async fn podsets_converge_with_no_pod_lost_or_duplicated_through_control_plane_c
     let mut owners = Vec::new();
     for i in 0..PODSETS {
         let created = podsets
-            .create(&PostParams::default(), &podset(&format!("set-{i}"))?)
+            .create(
+                &PostParams::default(),
+                &podset(&format!("set-{i}"), REPLICAS as u32)?,
+            )
             .await?;
         owners.push(created.metadata.uid.context("created objects have a uid")?);
     }

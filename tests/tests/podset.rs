@@ -5,25 +5,14 @@ use std::time::Duration;
 use anyhow::Result;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-    PostParams,
-};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
+use kubewasm_tests::podset::{podset, podsets};
 use kubewasm_tests::{
     HostProcess, Language, Recorder, WAIT, apply_yaml, control_plane, eventually, example_config,
     is_controlled_by, repo_root, with_host,
 };
 use serde_json::json;
-
-fn podsets(client: &Client, namespace: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "PodSet");
-    Api::namespaced_with(
-        client.clone(),
-        namespace,
-        &ApiResource::from_gvk_with_plural(&gvk, "podsets"),
-    )
-}
 
 /// Live (not terminating) pods controlled by the PodSet with this uid.
 async fn owned_pods(pods: &Api<Pod>, uid: &str) -> Result<Vec<Pod>> {
@@ -89,22 +78,6 @@ async fn podset_keeps_its_replicas(language: Language) -> Result<()> {
         async |_| exercise(&client, ns.name()).await,
     )
     .await
-}
-
-/// A PodSet `name` of `replicas` pods labelled `app=<name>`.
-fn podset(name: &str, replicas: u32) -> Result<DynamicObject> {
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "kubewasm.dev/v1alpha1", "kind": "PodSet",
-        "metadata": { "name": name },
-        "spec": {
-            "replicas": replicas,
-            "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": { "containers": [{ "name": "pause", "image": "registry.k8s.io/pause:3.10" }] }
-            }
-        }
-    }))?)
 }
 
 async fn exercise(client: &Client, namespace: &str) -> Result<()> {
