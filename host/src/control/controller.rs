@@ -212,7 +212,7 @@ impl Controller {
             let queue = controller.queue.clone();
             subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
                 if let Some((key, reason)) = trigger::primary(change) {
-                    enqueue(&queue, change, key, reason);
+                    enqueue(&queue, change.initial, key, reason);
                 }
             })));
         }
@@ -260,7 +260,7 @@ impl Controller {
             let kind = primary.clone();
             subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
                 for key in trigger::owners(change, &kind, true, namespaced) {
-                    enqueue(&queue, change, key, Reason::OwnedChanged);
+                    enqueue(&queue, change.initial, key, Reason::OwnedChanged);
                 }
             })));
         }
@@ -285,12 +285,12 @@ impl Controller {
         match mapping {
             Mapping::Owner => Arc::new(move |change: &Change| {
                 for key in trigger::owners(change, &primary, false, namespaced) {
-                    enqueue(&queue, change, key, Reason::WatchedChanged);
+                    enqueue(&queue, change.initial, key, Reason::WatchedChanged);
                 }
             }),
             Mapping::Label(label) => Arc::new(move |change: &Change| {
                 for key in trigger::labelled(change, &label, namespaced) {
-                    enqueue(&queue, change, key, Reason::WatchedChanged);
+                    enqueue(&queue, change.initial, key, Reason::WatchedChanged);
                 }
             }),
             Mapping::Guest => {
@@ -321,11 +321,7 @@ impl Controller {
         entry.note(change);
         let initial = entry.initial;
         drop(unmapped);
-        if initial {
-            self.unmapped.add_low(key, ());
-        } else {
-            self.unmapped.add(key, ());
-        }
+        enqueue(&self.unmapped, initial, key, ());
     }
 
     /// Maps queued watched objects until the controller stops; a call in flight is dropped then.
@@ -368,11 +364,7 @@ impl Controller {
                             namespace: key.namespace,
                             name: key.name,
                         };
-                        if initial {
-                            self.queue.add_low(key, Reason::WatchedChanged);
-                        } else {
-                            self.queue.add(key, Reason::WatchedChanged);
-                        }
+                        enqueue(&self.queue, initial, key, Reason::WatchedChanged);
                     }
                 }
                 Err(failure) => {
@@ -627,10 +619,14 @@ impl Controller {
     }
 }
 
-/// Queues `key` for `change`: in the low-priority lane when the change is part of an initial
-/// list, so that real changes are reconciled first.
-fn enqueue(queue: &WorkQueue<ObjectKey, Reason>, change: &Change, key: ObjectKey, reason: Reason) {
-    if change.initial {
+/// Queues `key`: in the low-priority lane when it comes of an `initial` list, so that real
+/// changes are handled first.
+fn enqueue<K, R>(queue: &WorkQueue<K, R>, initial: bool, key: K, reason: R)
+where
+    K: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
+    R: Clone + Send + Sync + 'static,
+{
+    if initial {
         queue.add_low(key, reason);
     } else {
         queue.add(key, reason);

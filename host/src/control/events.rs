@@ -81,14 +81,12 @@ impl Correlator {
         if let Some(series) = self.series.get_mut(key)
             && now.saturating_duration_since(series.last_seen) < SERIES_WINDOW
         {
-            let Some((namespace, name)) = series.event.clone() else {
-                // Its Event is being created: count this one into it.
-                series.count += 1;
-                series.last_seen = now;
-                return Decision::Merged;
-            };
             series.count += 1;
             series.last_seen = now;
+            // While its Event is being created, this one counts into it.
+            let Some((namespace, name)) = series.event.clone() else {
+                return Decision::Merged;
+            };
             let due = now.saturating_duration_since(series.last_written) >= SERIES_REFRESH;
             if series.count.is_power_of_two() || due {
                 series.last_written = now;
