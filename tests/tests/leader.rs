@@ -21,13 +21,7 @@ async fn one_host_leads_and_a_standby_takes_over() -> Result<()> {
     let client = plane.client().await?;
     let ns = plane.namespace("leader").await?;
     let config = module_config("mirror", ns.name());
-    let args = [
-        "--leader-elect",
-        "--leader-election-namespace",
-        ns.name(),
-        "--leader-election-id",
-        LEASE,
-    ];
+    let args = election(ns.name());
     let a = HostProcess::start_with(&format!("{}-a", ns.name()), &config, &args)?;
     let b = HostProcess::start_with(&format!("{}-b", ns.name()), &config, &args)?;
     let leases = Api::<Lease>::namespaced(client.clone(), ns.name());
@@ -112,6 +106,17 @@ async fn exercise(
     mirrored(&config_maps, "second").await
 }
 
+/// `kubewasm run` arguments electing a leader on [`LEASE`] in `namespace`.
+fn election(namespace: &str) -> [&str; 5] {
+    [
+        "--leader-elect",
+        "--leader-election-namespace",
+        namespace,
+        "--leader-election-id",
+        LEASE,
+    ]
+}
+
 /// The Lease's holder, if the Lease exists.
 async fn lease_holder(leases: &Api<Lease>) -> Result<Option<String>> {
     Ok(leases.get_opt(LEASE).await?.map(|lease| {
@@ -143,19 +148,16 @@ async fn a_leader_that_reads_another_holder_stops_before_its_renew_deadline() ->
     let client = plane.client().await?;
     let ns = plane.namespace("leader-taken").await?;
     let config = module_config("mirror", ns.name());
-    let args = [
-        "--leader-elect",
-        "--leader-election-namespace",
-        ns.name(),
-        "--leader-election-id",
-        LEASE,
+    let renew_deadline = format!("{}s", RENEW_DEADLINE.as_secs());
+    let timings = [
         "--leader-elect-lease-duration",
         "40s",
         "--leader-elect-renew-deadline",
-        "30s",
+        &renew_deadline,
         "--leader-elect-retry-period",
         "1s",
     ];
+    let args = [&election(ns.name())[..], &timings].concat();
     let host = HostProcess::start_with(ns.name(), &config, &args)?;
     let leases = Api::<Lease>::namespaced(client.clone(), ns.name());
     eventually("the host to lead", WAIT, || async {
