@@ -92,7 +92,7 @@ pub struct Report {
     pub required: Vec<Requirement>,
     /// The part of `required` the entry's grants do not give; empty without a configuration.
     pub missing: Vec<Requirement>,
-    /// The writes the entry's grants let the host make for it (see [`permissions::needs`]);
+    /// The writes the entry's grants let the host make for it (see [`permissions::writes`]);
     /// empty without a configuration.
     pub writes: Vec<Requirement>,
 }
@@ -158,10 +158,7 @@ pub async fn check(path: &Path, config: Option<&Path>) -> Result<Report, CheckEr
         Permissions::new(entry.module.grants.clone()).missing(&required)
     });
     let writes = entry.as_ref().map_or_else(Vec::new, |entry| {
-        permissions::needs(&metadata, &entry.module)
-            .into_iter()
-            .filter(|need| !required.contains(need))
-            .collect()
+        permissions::writes(&metadata, &entry.module)
     });
     Ok(Report {
         path: path.to_owned(),

@@ -144,9 +144,19 @@ impl Permissions {
     }
 }
 
-/// What a module declaring `metadata` needs the API server to allow, run as `entry` configures.
+/// What a module declaring `metadata` needs the API server to allow, run as `entry` configures:
+/// the reads of [`required`], then its [`writes`].
 pub fn needs(metadata: &Metadata, entry: &ModuleConfig) -> Vec<Requirement> {
     let mut needs = required(metadata, &entry.namespaces);
+    needs.extend(writes(metadata, entry));
+    needs
+}
+
+/// The writes `entry`'s grants let the host make for a module declaring `metadata`: applies,
+/// patches and deletes of its primary and owned kinds and their status, the owner's finalizers
+/// for owned applies, and Events.
+pub fn writes(metadata: &Metadata, entry: &ModuleConfig) -> Vec<Requirement> {
+    let mut needs = Vec::new();
     let own = metadata.namespaces(&entry.namespaces);
     let granted = Permissions::new(entry.grants.clone());
     let writable = std::iter::once(&metadata.primary.kind).chain(&metadata.owns);
