@@ -11,6 +11,7 @@
 
 pub mod podset;
 pub mod prometheus;
+pub mod relay;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -402,11 +403,13 @@ impl HostProcess {
     /// Like [`HostProcess::start`], with more arguments to `kubewasm run`. The metrics and health
     /// probe listeners are off unless `args` set their addresses, so that hosts run side by side.
     pub fn start_with(name: &str, config: &str, args: &[&str]) -> Result<Self> {
+        Self::start_via(name, config, control_plane().kubeconfig(), args)
+    }
+
+    /// Like [`HostProcess::start_with`], reaching the API server with `kubeconfig`.
+    pub fn start_via(name: &str, config: &str, kubeconfig: &Path, args: &[&str]) -> Result<Self> {
         let mut command = Command::new(host_binary());
-        command
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(control_plane().kubeconfig());
+        command.arg("run").arg("--kubeconfig").arg(kubeconfig);
         Self::spawn(host_dir(name)?, command, config, args)
     }
 
@@ -624,7 +627,14 @@ pub async fn with_host_args(
     args: &[&str],
     exercise: impl AsyncFnOnce(&HostProcess) -> Result<()>,
 ) -> Result<()> {
-    let host = HostProcess::start_with(name, config, args)?;
+    with_started_host(HostProcess::start_with(name, config, args)?, exercise).await
+}
+
+/// Runs `exercise` against `host`, then stops it as [`with_host`] does.
+pub async fn with_started_host(
+    host: HostProcess,
+    exercise: impl AsyncFnOnce(&HostProcess) -> Result<()>,
+) -> Result<()> {
     let result = exercise(&host).await;
     if result.is_err() {
         eprintln!("host log:\n{}", host.log());

@@ -1,9 +1,15 @@
 //! The PodSet example's custom resource, as the tests create and read it.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+
 use anyhow::Result;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Api, Client};
 use serde_json::json;
+
+use crate::{WAIT, eventually, is_controlled_by};
 
 /// The PodSets of `namespace`.
 pub fn podsets(client: &Client, namespace: &str) -> Api<DynamicObject> {
@@ -29,4 +35,53 @@ pub fn podset(name: &str, replicas: u32) -> Result<DynamicObject> {
             }
         }
     }))?)
+}
+
+/// Live pods controlled by each owner uid, in the order of `owners`; adds every controlled
+/// pod's uid to `seen`.
+pub async fn live_pods(
+    pods: &Api<Pod>,
+    owners: &[String],
+    seen: &Mutex<HashSet<String>>,
+) -> Result<Vec<Vec<Pod>>> {
+    let items = pods.list(&ListParams::default()).await?.items;
+    let mut seen = seen.lock().expect("seen lock");
+    for pod in &items {
+        if owners.iter().any(|uid| is_controlled_by(pod, uid)) {
+            seen.extend(pod.metadata.uid.clone());
+        }
+    }
+    Ok(owners
+        .iter()
+        .map(|uid| {
+            items
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none() && is_controlled_by(*p, uid))
+                .cloned()
+                .collect()
+        })
+        .collect())
+}
+
+/// Waits until every PodSet of `podsets` has exactly `replicas` live pods and says so in its
+/// status; adds every controlled pod's uid to `seen` on the way.
+pub async fn converged(
+    podsets: &Api<DynamicObject>,
+    pods: &Api<Pod>,
+    owners: &[String],
+    replicas: usize,
+    seen: &Mutex<HashSet<String>>,
+) -> Result<()> {
+    eventually("every PodSet to have its replicas", WAIT, || async {
+        let counts = live_pods(pods, owners, seen).await?;
+        if counts.iter().any(|owned| owned.len() != replicas) {
+            return Ok(None);
+        }
+        let listed = podsets.list(&ListParams::default()).await?.items;
+        let reported = listed
+            .iter()
+            .all(|p| p.data["status"]["replicas"] == json!(replicas));
+        Ok(reported.then_some(()))
+    })
+    .await
 }

@@ -24,43 +24,16 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
-use kubewasm_tests::podset::{podset, podsets};
+use kube::api::{DeleteParams, PostParams};
+use kubewasm_tests::podset::{converged, live_pods, podset, podsets};
 use kubewasm_tests::prometheus::{scrape, sum};
 use kubewasm_tests::{
     Language, Recorder, WAIT, apply_yaml, control_plane, eventually, example_config, free_ports,
-    is_controlled_by, repo_root, with_host_args,
+    repo_root, with_host_args,
 };
-use serde_json::json;
 
 const PODSETS: usize = 6;
 const REPLICAS: usize = 4;
-
-/// Live pods controlled by each owner uid, in the order of `owners`; adds every controlled
-/// pod's uid to `seen`.
-async fn live_pods(
-    pods: &Api<Pod>,
-    owners: &[String],
-    seen: &Mutex<HashSet<String>>,
-) -> Result<Vec<Vec<Pod>>> {
-    let items = pods.list(&ListParams::default()).await?.items;
-    let mut seen = seen.lock().expect("seen lock");
-    for pod in &items {
-        if owners.iter().any(|uid| is_controlled_by(pod, uid)) {
-            seen.extend(pod.metadata.uid.clone());
-        }
-    }
-    Ok(owners
-        .iter()
-        .map(|uid| {
-            items
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none() && is_controlled_by(*p, uid))
-                .cloned()
-                .collect()
-        })
-        .collect())
-}
 
 /// Deletes one live pod of every PodSet; returns how many deletions the API server took.
 async fn delete_one_each(
@@ -78,27 +51,6 @@ async fn delete_one_each(
         }
     }
     Ok(deleted)
-}
-
-/// Waits until every PodSet has exactly its replicas and says so in its status.
-async fn converged(
-    podsets: &Api<DynamicObject>,
-    pods: &Api<Pod>,
-    owners: &[String],
-    seen: &Mutex<HashSet<String>>,
-) -> Result<()> {
-    eventually("every PodSet to have its replicas", WAIT, || async {
-        let counts = live_pods(pods, owners, seen).await?;
-        if counts.iter().any(|owned| owned.len() != REPLICAS) {
-            return Ok(None);
-        }
-        let listed = podsets.list(&ListParams::default()).await?.items;
-        let reported = listed
-            .iter()
-            .all(|p| p.data["status"]["replicas"] == json!(REPLICAS));
-        Ok(reported.then_some(()))
-    })
-    .await
 }
 
 /// Relists the host's informers have completed so far.
@@ -137,7 +89,7 @@ async fn podsets_converge_with_no_pod_lost_or_duplicated_through_control_plane_c
     let args = ["--metrics-bind-address", metrics.as_str()];
     let seen = Mutex::new(HashSet::new());
     with_host_args(ns.name(), &config, &args, async |_| {
-        converged(&podsets, &pods, &owners, &seen).await?;
+        converged(&podsets, &pods, &owners, REPLICAS, &seen).await?;
         let mut deleted = 0;
         let mut relists = lists(&metrics).await?;
         for round in 0..rounds {
@@ -146,7 +98,7 @@ async fn podsets_converge_with_no_pod_lost_or_duplicated_through_control_plane_c
             plane.restart(component).await?;
             let restarted = Instant::now();
             deleted += delete_one_each(&pods, &owners, &seen).await?;
-            converged(&podsets, &pods, &owners, &seen).await?;
+            converged(&podsets, &pods, &owners, REPLICAS, &seen).await?;
             let listed = eventually("the host's metrics", WAIT, || async {
                 Ok(lists(&metrics).await.ok())
             })

@@ -5,6 +5,12 @@
 //! [`crate::cluster::cache::Store::record_write`]): the next reconcile reads it even if the watch has not
 //! delivered it yet, so a controller that creates objects does not create them twice.
 //!
+//! A write that may be sent twice safely (an apply, a merge patch, a delete) is sent again while
+//! the API server cannot be reached or asks for a retry, up to the host-call timeout. A write
+//! whose answer was lost may have taken effect: sending it again learns the outcome and records
+//! it, where failing would leave the guest acting on a cache that lacks it, creating a second
+//! object under a new name.
+//!
 //! An apply is not sent when it would change nothing: every field of the intent has the same
 //! value in the cached object, and the fields the guest's field manager owns there, as the
 //! object's `managedFields` record its last apply, are exactly the intent's fields (see
@@ -14,6 +20,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use either::Either;
@@ -42,18 +49,30 @@ pub struct ClusterBackend {
     field_manager: String,
     controller: String,
     informers: Vec<Arc<Informer>>,
+    patience: Duration,
     elided: AtomicU64,
     events: Mutex<Correlator>,
 }
 
+/// First pause before a write is sent again; it doubles up to [`MAX_RESEND_PAUSE`].
+const FIRST_RESEND_PAUSE: Duration = Duration::from_millis(50);
+const MAX_RESEND_PAUSE: Duration = Duration::from_secs(1);
+
 impl ClusterBackend {
-    /// A backend for the guest `controller`, reading from `informers`.
-    pub fn new(resources: Arc<Resources>, controller: &str, informers: Vec<Arc<Informer>>) -> Self {
+    /// A backend for the guest `controller`, reading from `informers`, that sends an idempotent
+    /// write again for up to `patience` while the API server cannot answer it.
+    pub fn new(
+        resources: Arc<Resources>,
+        controller: &str,
+        informers: Vec<Arc<Informer>>,
+        patience: Duration,
+    ) -> Self {
         Self {
             resources,
             field_manager: field_manager(controller),
             controller: controller.to_owned(),
             informers,
+            patience,
             elided: AtomicU64::new(0),
             events: Mutex::default(),
         }
@@ -180,6 +199,57 @@ impl ClusterBackend {
     }
 }
 
+/// Sends an idempotent write, and again after a pause while it fails in a way a later try may
+/// not, for up to `patience`; the last answer, and whether an earlier try may have taken effect
+/// unanswered.
+async fn resend<T, F>(
+    patience: Duration,
+    mut send: impl FnMut() -> F,
+) -> (Result<T, kube::Error>, bool)
+where
+    F: Future<Output = Result<T, kube::Error>>,
+{
+    let started = Instant::now();
+    let mut pause = FIRST_RESEND_PAUSE;
+    let mut unanswered = false;
+    loop {
+        let result = send().await;
+        let Err(error) = &result else {
+            return (result, unanswered);
+        };
+        let Some(wait) = resend_after(error) else {
+            return (result, unanswered);
+        };
+        unanswered |= !matches!(error, kube::Error::Api(_));
+        let wait = wait.max(pause);
+        if started.elapsed() + wait >= patience {
+            return (result, unanswered);
+        }
+        tracing::debug!(%error, ?wait, "write failed; sending it again");
+        tokio::time::sleep(wait).await;
+        pause = (pause * 2).min(MAX_RESEND_PAUSE);
+    }
+}
+
+/// How long to wait before sending a write again after `error`, or `None` if sending it again
+/// would not help: the API server could not be reached or its answer was lost, or it asked for
+/// a retry (429 Too Many Requests, 503 Service Unavailable, 504 Gateway Timeout), after the
+/// seconds it named, if any.
+fn resend_after(error: &kube::Error) -> Option<Duration> {
+    match error {
+        kube::Error::HyperError(_) | kube::Error::Service(_) => Some(Duration::ZERO),
+        kube::Error::Api(status) if matches!(status.code, 429 | 503 | 504) => {
+            Some(Duration::from_secs(
+                status
+                    .details
+                    .as_ref()
+                    .map_or(0, |d| u64::from(d.retry_after_seconds)),
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// The field manager of a guest.
 pub fn field_manager(controller: &str) -> String {
     format!("{FIELD_MANAGER_PREFIX}{controller}")
@@ -233,11 +303,14 @@ impl Backend for ClusterBackend {
         let mut params = PatchParams::apply(&self.field_manager);
         params.force = request.force;
         let patch = Patch::Apply(&request.object);
-        let result = if request.status {
-            api.patch_status(&request.name, &params, &patch).await
-        } else {
-            api.patch(&request.name, &params, &patch).await
-        };
+        let (result, _) = resend(self.patience, || async {
+            if request.status {
+                api.patch_status(&request.name, &params, &patch).await
+            } else {
+                api.patch(&request.name, &params, &patch).await
+            }
+        })
+        .await;
         Ok(Self::record(&informers, result?).to_string())
     }
 
@@ -256,8 +329,10 @@ impl Backend for ClusterBackend {
             api.patch(&request.name, &params, &Patch::Json::<()>(patch))
                 .await?
         } else {
-            api.patch(&request.name, &params, &Patch::Merge(&request.patch))
-                .await?
+            let patch = Patch::Merge(&request.patch);
+            resend(self.patience, || api.patch(&request.name, &params, &patch))
+                .await
+                .0?
         };
         Ok(Self::record(&informers, object).to_string())
     }
@@ -283,9 +358,15 @@ impl Backend for ClusterBackend {
             }),
             ..DeleteParams::default()
         };
-        match api.delete(&request.name, &params).await? {
+        let deleted = match resend(self.patience, || api.delete(&request.name, &params)).await {
+            (Ok(deleted), _) => Some(deleted),
+            // An earlier try deleted it, and its answer was lost.
+            (Err(kube::Error::Api(status)), true) if status.code == 404 => None,
+            (Err(error), _) => return Err(error.into()),
+        };
+        match deleted {
             // Still there: terminating, waiting for finalizers or a grace period.
-            Either::Left(object) if object.metadata.deletion_timestamp.is_some() => {
+            Some(Either::Left(object)) if object.metadata.deletion_timestamp.is_some() => {
                 Self::record(&informers, object);
             }
             // Gone: some kinds answer with the deleted object, others with a status.
@@ -412,7 +493,95 @@ pub fn contains(actual: &Value, intent: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::core::Status;
+    use kube::core::response::StatusDetails;
     use serde_json::json;
+
+    fn answer(code: u16, retry_after_seconds: u32) -> kube::Error {
+        let status = Status::failure("refused", "Refused")
+            .with_code(code)
+            .with_details(
+                serde_json::from_value::<StatusDetails>(
+                    json!({ "retryAfterSeconds": retry_after_seconds }),
+                )
+                .expect("status details"),
+            );
+        kube::Error::Api(status.boxed())
+    }
+
+    /// Sends `tries` in turn through [`resend`] with `patience`; how many were sent, the
+    /// outcome, whether a try may have taken effect unanswered, and the time it took.
+    async fn resent(
+        patience: Duration,
+        tries: Vec<Result<(), kube::Error>>,
+    ) -> (usize, Result<(), kube::Error>, bool, Duration) {
+        let started = Instant::now();
+        let tries = Mutex::new(tries.into_iter());
+        let sent = AtomicU64::new(0);
+        let (result, unanswered) = resend(patience, || {
+            sent.fetch_add(1, Ordering::Relaxed);
+            let next = tries.lock().unwrap().next();
+            async move { next.unwrap_or(Ok(())) }
+        })
+        .await;
+        let sent = sent.load(Ordering::Relaxed) as usize;
+        (sent, result, unanswered, started.elapsed())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_whose_answer_was_lost_is_sent_again_until_it_is_answered() {
+        let lost = || Err(kube::Error::Service("connection closed".into()));
+        let (sent, result, unanswered, took) =
+            resent(Duration::from_secs(5), vec![lost(), lost(), Ok(())]).await;
+        assert_eq!(sent, 3);
+        assert!(result.is_ok());
+        assert!(
+            unanswered,
+            "a lost answer may hide a write that took effect"
+        );
+        assert_eq!(
+            took,
+            Duration::from_millis(150),
+            "pauses of 50 ms, then 100 ms"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_is_sent_again_only_within_the_patience() {
+        let tries = (0..100)
+            .map(|_| Err(kube::Error::Service("connection refused".into())))
+            .collect();
+        let (sent, result, _, took) = resent(Duration::from_secs(5), tries).await;
+        assert!(result.is_err());
+        assert!(took < Duration::from_secs(5), "took {took:?}");
+        // Sent at 0, 50, 150, 350 and 750 ms, 1.55 s, then every second up to 4.55 s.
+        assert_eq!(sent, 9);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_the_api_server_refused_is_not_sent_again() {
+        let (sent, result, unanswered, _) =
+            resent(Duration::from_secs(5), vec![Err(answer(409, 0))]).await;
+        assert_eq!(sent, 1);
+        assert!(matches!(result, Err(kube::Error::Api(s)) if s.code == 409));
+        assert!(!unanswered);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_the_api_server_asked_to_retry_is_sent_after_the_time_it_named() {
+        let (sent, result, unanswered, took) = resent(
+            Duration::from_secs(5),
+            vec![Err(answer(429, 2)), Err(answer(503, 0))],
+        )
+        .await;
+        assert_eq!(sent, 3);
+        assert!(result.is_ok());
+        assert!(!unanswered, "a refusal is an answer");
+        assert_eq!(took, Duration::from_millis(2100));
+        let (sent, result, _, _) = resent(Duration::from_secs(5), vec![Err(answer(429, 10))]).await;
+        assert_eq!(sent, 1, "a retry after the patience is not waited for");
+        assert!(result.is_err());
+    }
 
     #[test]
     fn intent_contained_in_defaulted_object() {

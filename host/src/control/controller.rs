@@ -181,6 +181,7 @@ impl Controller {
             resources,
             &settings.name,
             readable.clone(),
+            settings.limits.host_call_timeout,
         ));
         let env = Arc::new(GuestEnv::new(
             &settings.name,
