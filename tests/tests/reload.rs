@@ -2,7 +2,8 @@
 //! its declaration changed) and every key reconciled again; an invalid one is rejected while the
 //! previous version keeps running; a removed file unloads the guest; the layout of a ConfigMap
 //! volume is followed; compiled modules are reused across restarts; and no reconcile is lost
-//! while modules are swapped under load.
+//! while modules are swapped under load. The host's endpoints answer while a module loads and
+//! while a guest drains.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -10,10 +11,18 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
-use kubewasm_tests::{HostProcess, WAIT, control_plane, eventually, guest_wasm_with, with_host};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kubewasm_tests::prometheus::{scrape, sum};
+use kubewasm_tests::{
+    HostProcess, WAIT, control_plane, eventually, free_ports, guest_wasm, guest_wasm_with,
+    http_get, with_host, with_host_args,
+};
 use serde_json::json;
 use tempfile::TempDir;
+
+/// Long enough after a module file changed for the host to be loading it: past the quiet time
+/// that ends a burst of file events.
+const BUSY: Duration = Duration::from_secs(2);
 
 fn build(version: &str) -> PathBuf {
     match version {
@@ -24,8 +33,13 @@ fn build(version: &str) -> PathBuf {
 
 /// Replaces `path` with the `version` build in one rename, as deployment tools do.
 fn install(path: &Path, version: &str) -> Result<()> {
+    replace(path, &build(version))
+}
+
+/// Replaces `path` with a copy of `module` in one rename.
+fn replace(path: &Path, module: &Path) -> Result<()> {
     let staged = path.with_extension("staged");
-    std::fs::copy(build(version), &staged)?;
+    std::fs::copy(module, &staged)?;
     std::fs::rename(&staged, path)?;
     Ok(())
 }
@@ -285,6 +299,76 @@ async fn no_reconcile_is_lost_while_modules_are_swapped_under_load() -> Result<(
             version,
         )
         .await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Whether `/metrics` and `/status` of the host at `address` both answer before `host` logs
+/// `done`: they must not wait for a module that loads or a guest that drains.
+async fn answers_before(host: &HostProcess, address: &str, done: &str) -> Result<()> {
+    for path in ["/metrics", "/status"] {
+        let (code, _) = http_get(address, path).await?;
+        ensure!(code == 200, "{path} answered {code}");
+        ensure!(
+            !host.log().contains(done),
+            "{path} answered only once the host logged {done:?}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn metrics_and_status_answer_while_a_module_loads_and_while_a_guest_drains() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("reload-busy").await?;
+    let tmp = module_dir("busy")?;
+    let module = tmp.path().join("guest.wasm");
+    std::fs::copy(guest_wasm("sleep"), &module)?;
+    let [port] = free_ports()?;
+    let address = format!("127.0.0.1:{port}");
+    // Loading the module and each reconcile take up to this deadline.
+    let config = format!(
+        "{}    limits: {{timeoutMs: 6000}}\n",
+        config(&module, ns.name())
+    );
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
+    let sleeping_metadata = guest_wasm_with("sleep", &["metadata"]);
+    let args = ["--metrics-bind-address", address.as_str()];
+    with_host_args(ns.name(), &config, &args, async |host| {
+        // A reconcile sleeps to its deadline: replacing the guest drains it for up to 6 s.
+        let sleeper = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": "sleeper", "labels": { "kubewasm.dev/fixture": "sleep" } },
+        });
+        config_maps
+            .create(&PostParams::default(), &serde_json::from_value(sleeper)?)
+            .await?;
+        eventually("a reconcile to be running", WAIT, || async {
+            let text = scrape(address.parse()?).await?;
+            let running = sum(&text, "workqueue_longest_running_processor_seconds", |_| {
+                true
+            });
+            Ok((running > 0.0).then_some(()))
+        })
+        .await?;
+
+        // A module whose metadata sleeps: it loads for 6 s, then is rejected.
+        replace(&module, &sleeping_metadata)?;
+        tokio::time::sleep(BUSY).await;
+        answers_before(host, &address, "module change rejected").await?;
+        log_says(host, "module change rejected", 1).await?;
+
+        // A module with a new declaration: the sleeping guest drains before it starts.
+        install(&module, "v1")?;
+        tokio::time::sleep(BUSY).await;
+        answers_before(host, &address, "module replaced with a new declaration").await?;
+        log_says(host, "module replaced with a new declaration", 1).await?;
+
+        // Shutdown abandons a module still loading, and the host exits cleanly.
+        replace(&module, &sleeping_metadata)?;
+        tokio::time::sleep(BUSY).await;
         Ok(())
     })
     .await

@@ -11,15 +11,18 @@
 //!
 //! An invalid module is rejected with an error in the log and the previous one keeps running; a
 //! removed file unloads its guest.
+//!
+//! Reloads run one at a time, and nothing else waits for them: metrics and status read the guest
+//! table at any time (a guest that drains is listed until its successor starts), and shutdown
+//! abandons a reload in progress and drains every guest at once.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -89,12 +92,17 @@ struct Shared {
     informers: Arc<Informers>,
     queue: QueueConfig,
     modules: Vec<ModuleConfig>,
-    /// Running guests by module path; a guest whose file is gone has no entry.
+    /// Running guests by module path; a guest whose file is gone has no entry. Locked only
+    /// briefly, never across an await.
     guests: Mutex<BTreeMap<PathBuf, Arc<Controller>>>,
+    /// Held for a whole rescan, so reloads never interleave.
+    rescanning: tokio::sync::Mutex<()>,
     tasks: TaskTracker,
     counters: LoadCounters,
-    /// Set once shutdown has begun; no guest is started after it.
+    /// Set, under the guest table's lock, once shutdown has begun; no guest is started after it.
     stopping: AtomicBool,
+    /// Cancelled once shutdown has begun: ends the reload task, and a reload in progress.
+    closing: CancellationToken,
 }
 
 impl Host {
@@ -115,9 +123,11 @@ impl Host {
             queue: config.queue,
             modules: config.modules.clone(),
             guests: Mutex::default(),
+            rescanning: tokio::sync::Mutex::default(),
             tasks: TaskTracker::new(),
             counters: LoadCounters::default(),
             stopping: AtomicBool::new(false),
+            closing: CancellationToken::new(),
         });
         let mut loaded = Vec::new();
         for module_config in &config.modules {
@@ -130,28 +140,28 @@ impl Host {
             }
             loaded.push((module_config.path.clone(), settings, module));
         }
-        {
-            let mut guests = shared.guests.lock().await;
-            for (path, settings, module) in loaded {
-                log_loaded(&settings.name, &module, "module loaded");
-                let controller = shared.start_controller(module, settings);
-                guests.insert(path, controller);
-            }
+        for (path, settings, module) in loaded {
+            log_loaded(&settings.name, &module, "module loaded");
+            shared.install(path, module, settings);
         }
         let watcher = if watch {
             let (changes, watcher) = reload::watch(config.modules.iter().map(|m| m.path.as_path()))
                 .map_err(HostError::Watch)?;
             let weak = Arc::downgrade(&shared);
+            let closing = shared.closing.clone();
             shared.tasks.spawn(async move {
-                reload::debounced(changes, || {
+                let reloads = reload::debounced(changes, || {
                     let weak = weak.clone();
                     async move {
                         if let Some(shared) = weak.upgrade() {
                             shared.rescan().await;
                         }
                     }
-                })
-                .await;
+                });
+                tokio::select! {
+                    () = reloads => {}
+                    () = closing.cancelled() => {}
+                }
             });
             // A module changed while the first ones loaded has no event of its own.
             shared.rescan().await;
@@ -166,8 +176,8 @@ impl Host {
     }
 
     /// The running controllers, in module-path order.
-    pub async fn controllers(&self) -> Vec<Arc<Controller>> {
-        self.shared.guests.lock().await.values().cloned().collect()
+    pub fn controllers(&self) -> Vec<Arc<Controller>> {
+        self.shared.controllers()
     }
 
     /// Counters of module loads, reloads, rejections and unloads.
@@ -194,17 +204,18 @@ impl Host {
         self.shared.rescan().await;
     }
 
-    /// Runs until `shutdown` is cancelled, then drains: no new key is taken, reconciles in
-    /// flight finish (each is bounded by its deadline).
+    /// Runs until `shutdown` is cancelled, then drains: a reload in progress is abandoned, no
+    /// new key is taken, reconciles in flight finish (each is bounded by its deadline).
     pub async fn run(self, shutdown: CancellationToken) {
         shutdown.cancelled().await;
         tracing::info!("shutting down: finishing reconciles in flight");
         let guests = {
-            let mut guests = self.shared.guests.lock().await;
-            // Taken under the guest table's lock: a rescan after this starts nothing.
+            let mut guests = self.shared.guests.lock().expect("guest table lock");
+            // Set under the guest table's lock: a reload still running starts nothing after it.
             self.shared.stopping.store(true, Ordering::SeqCst);
             std::mem::take(&mut *guests)
         };
+        self.shared.closing.cancel();
         // Every controller stops taking keys at once; then all drain together.
         futures::future::join_all(guests.values().map(|c| c.shut_down())).await;
         drop(self._watcher);
@@ -221,9 +232,10 @@ impl Host {
 pub struct Observer(Arc<Shared>);
 
 impl Observer {
-    /// The running controllers, in module-path order. Waits while a reload is in progress.
-    pub async fn controllers(&self) -> Vec<Arc<Controller>> {
-        self.0.guests.lock().await.values().cloned().collect()
+    /// The running controllers, in module-path order. Never waits for a reload: a guest being
+    /// replaced is listed until its successor starts.
+    pub fn controllers(&self) -> Vec<Arc<Controller>> {
+        self.0.controllers()
     }
 
     /// Counters of module loads, reloads, rejections and unloads.
@@ -238,6 +250,39 @@ impl Observer {
 }
 
 impl Shared {
+    fn controllers(&self) -> Vec<Arc<Controller>> {
+        let guests = self.guests.lock().expect("guest table lock");
+        guests.values().cloned().collect()
+    }
+
+    /// The guest running the module at `path`.
+    fn guest(&self, path: &PathBuf) -> Option<Arc<Controller>> {
+        self.guests
+            .lock()
+            .expect("guest table lock")
+            .get(path)
+            .cloned()
+    }
+
+    /// Starts a controller for the module at `path` in place of any other, unless shutdown has
+    /// begun; whether it started.
+    fn install(&self, path: PathBuf, module: Arc<Module>, settings: Settings) -> bool {
+        let mut guests = self.guests.lock().expect("guest table lock");
+        if self.stopping.load(Ordering::SeqCst) {
+            return false;
+        }
+        guests.insert(path, self.start_controller(module, settings));
+        true
+    }
+
+    /// Removes `controller` from the guest table, if it is still the one running its module.
+    fn remove(&self, path: &PathBuf, controller: &Arc<Controller>) {
+        let mut guests = self.guests.lock().expect("guest table lock");
+        if guests.get(path).is_some_and(|c| Arc::ptr_eq(c, controller)) {
+            guests.remove(path);
+        }
+    }
+
     /// Loads, validates and checks the grants of one configured module.
     async fn prepare(&self, config: &ModuleConfig) -> Result<(Arc<Module>, Settings), HostError> {
         let limits = Limits::from(config.limits);
@@ -267,31 +312,27 @@ impl Shared {
         )
     }
 
-    /// Brings every guest in line with its module file. Holds the guest table for the whole
-    /// scan, so reloads never interleave.
+    /// Brings every guest in line with its module file, one rescan at a time.
     async fn rescan(&self) {
-        let mut guests = self.guests.lock().await;
-        if self.stopping.load(Ordering::SeqCst) {
-            return;
-        }
+        let _rescanning = self.rescanning.lock().await;
         for config in &self.modules {
-            self.reconcile_module(config, &mut guests).await;
+            if self.stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            self.reconcile_module(config).await;
         }
     }
 
-    async fn reconcile_module(
-        &self,
-        config: &ModuleConfig,
-        guests: &mut BTreeMap<PathBuf, Arc<Controller>>,
-    ) {
+    async fn reconcile_module(&self, config: &ModuleConfig) {
         let path = &config.path;
-        let current = guests.get(path).cloned();
+        let current = self.guest(path);
         let digest = match tokio::fs::read(path).await {
             Ok(bytes) => module::sha256_hex(&bytes),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                if let Some(controller) = guests.remove(path) {
+                if let Some(controller) = current {
                     tracing::info!(guest = %controller.name(), path = %path.display(), "module file removed; unloading the guest");
                     controller.shut_down().await;
+                    self.remove(path, &controller);
                     self.counters.unloaded.fetch_add(1, Ordering::Relaxed);
                 }
                 return;
@@ -308,8 +349,12 @@ impl Shared {
             return;
         }
         let started = Instant::now();
+        tracing::info!(path = %path.display(), %digest, "module changed; loading it");
         let prepared = self.prepare(config).await.and_then(|(module, settings)| {
-            let taken = guests
+            let taken = self
+                .guests
+                .lock()
+                .expect("guest table lock")
                 .iter()
                 .any(|(p, c)| p != path && c.name() == settings.name);
             if taken {
@@ -345,12 +390,12 @@ impl Shared {
                 );
             }
             Some(controller) => {
+                // The old guest stays listed while it drains.
                 controller.shut_down().await;
                 let name = settings.name.clone();
-                guests.insert(
-                    path.clone(),
-                    self.start_controller(module.clone(), settings),
-                );
+                if !self.install(path.clone(), module.clone(), settings) {
+                    return;
+                }
                 self.counters.reloaded.fetch_add(1, Ordering::Relaxed);
                 log_reloaded(
                     &name,
@@ -360,8 +405,9 @@ impl Shared {
                 );
             }
             None => {
-                log_loaded(&settings.name, &module, "module loaded");
-                guests.insert(path.clone(), self.start_controller(module, settings));
+                if self.install(path.clone(), module.clone(), settings.clone()) {
+                    log_loaded(&settings.name, &module, "module loaded");
+                }
             }
         }
     }

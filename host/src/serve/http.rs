@@ -225,7 +225,7 @@ async fn respond(request: &Request<Incoming>, endpoints: Endpoints, host: &Start
         },
         _ => {
             let snapshot = match observer {
-                Some(observer) => Snapshot::collect(observer).await,
+                Some(observer) => Snapshot::collect(observer),
                 None => Snapshot::default(),
             };
             if path == "/metrics" {

@@ -88,11 +88,10 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Reads the host's current state; waits while a reload is in progress.
-    pub async fn collect(observer: &Observer) -> Self {
+    /// Reads the host's current state; never waits for a reload.
+    pub fn collect(observer: &Observer) -> Self {
         let guests = observer
             .controllers()
-            .await
             .iter()
             .map(|c| GuestSnapshot {
                 name: c.name().to_owned(),
