@@ -577,6 +577,7 @@ enum ResultView {
     Timeout { message: String },
     OutOfMemory { message: String },
     Trap { message: String },
+    HostAtCapacity { message: String },
 }
 
 impl ResultView {
@@ -599,6 +600,9 @@ impl ResultView {
                 message: message.clone(),
             },
             Err(Failure::Trap(message)) => ResultView::Trap {
+                message: message.clone(),
+            },
+            Err(Failure::Busy(message)) => ResultView::HostAtCapacity {
                 message: message.clone(),
             },
         }

@@ -37,6 +37,11 @@ use crate::wasm::module::Module;
 use crate::wasm::permissions::Permissions;
 use crate::wasm::runtime::{Limits, Runtime};
 
+/// First pause before a `map-keys` call the host had no room for is made again; it doubles up
+/// to [`MAX_BUSY_PAUSE`].
+const FIRST_BUSY_PAUSE: Duration = Duration::from_millis(100);
+const MAX_BUSY_PAUSE: Duration = Duration::from_secs(1);
+
 /// How the operator runs a guest, on top of what the module declares.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
@@ -349,16 +354,25 @@ impl Controller {
             let Some(kind) = kind_of(&object.value).map(types::Gvk::from) else {
                 continue;
             };
-            match dispatch::map_keys(
-                &self.runtime,
-                &module,
-                &self.env,
-                &self.settings.limits,
-                kind,
-                &object.json,
-            )
-            .await
-            {
+            // A call the host had no room for is made again, so no trigger is lost.
+            let mut pause = FIRST_BUSY_PAUSE;
+            let mapped = loop {
+                let mapped = dispatch::map_keys(
+                    &self.runtime,
+                    &module,
+                    &self.env,
+                    &self.settings.limits,
+                    kind.clone(),
+                    &object.json,
+                )
+                .await;
+                if !matches!(mapped, Err(Failure::Busy(_))) {
+                    break mapped;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_BUSY_PAUSE);
+            };
+            match mapped {
                 Ok(keys) => {
                     for key in keys {
                         let key = ObjectKey {
@@ -590,6 +604,11 @@ impl Controller {
                     .failed(&self.settings.name, key, &message, || self.held());
                 tracing::error!(guest = %self.settings.name, %key, %message, "reconcile failed permanently; waiting for a change");
                 self.queue.forget(key);
+            }
+            Err(Failure::Busy(message)) => {
+                // The guest did nothing wrong: retried without counting a failure.
+                let delay = self.queue.add_rate_limited(key.clone(), Reason::Requeue);
+                tracing::warn!(guest = %self.settings.name, %key, retry_in = ?delay, "host at capacity, reconcile not started: {message}");
             }
             Err(failure) => {
                 match failure {

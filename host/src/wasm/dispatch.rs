@@ -38,6 +38,9 @@ pub enum Failure {
     /// The guest trapped (a panic, an unreachable, a bad memory access, ...).
     #[error("trapped: {0}")]
     Trap(String),
+    /// The host had no room for the guest's instance: not the guest's failure; retry.
+    #[error("host at capacity: {0}")]
+    Busy(String),
 }
 
 /// How a successful call ends.
@@ -118,6 +121,8 @@ async fn in_fresh_instance<T>(
     scope: Option<Scope>,
     export: impl AsyncFnOnce(&Guest, &mut Store<CallState>) -> wasmtime::Result<T>,
 ) -> Result<T, Failure> {
+    // Held until the store is dropped; waiting for it does not count against the deadline.
+    let _slot = runtime.slot().await;
     let start = Instant::now();
     let context = CallContext {
         env: env.clone(),
@@ -139,11 +144,18 @@ async fn in_fresh_instance<T>(
     result.map_err(|error| classify(error, limits, store.data().memory_exhausted()))
 }
 
-/// Why a call failed: its deadline passed, a memory could not grow (as the store's limiter
-/// recorded: `memory_exhausted`), or it trapped otherwise.
+/// Why a call failed: its deadline passed, the host's pool of instances had none left of what
+/// the instance needs, a memory could not grow (as the store's limiter recorded:
+/// `memory_exhausted`), or it trapped otherwise.
 fn classify(error: wasmtime::Error, limits: &Limits, memory_exhausted: bool) -> Failure {
     if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
         return Failure::Timeout(limits.timeout);
+    }
+    if let Some(full) = error
+        .chain()
+        .find_map(|e| e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>())
+    {
+        return Failure::Busy(full.to_string());
     }
     // The trap's backtrace names guest functions: cut like the guest's own error messages.
     let message = truncate(format!("{error:#}"), limits.error_bytes);
@@ -230,6 +242,29 @@ mod tests {
         let failure = fail("trap").await;
         assert!(
             matches!(&failure, Failure::Trap(m) if m.contains("unreachable")),
+            "{failure:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_instance_the_pool_has_no_room_for_is_the_host_at_capacity_not_a_trap() {
+        // Room for one component instance: 4 core instances.
+        let runtime = Runtime::with_instances(1).unwrap();
+        let limits = Limits::default();
+        let mut held = Vec::new();
+        let error = loop {
+            let mut store = runtime.store(CallContext::for_tests("capacity"), &limits);
+            let module = wat::parse_str("(module)").unwrap();
+            let module = wasmtime::Module::new(store.engine(), module).unwrap();
+            match wasmtime::Instance::new_async(&mut store, &module, &[]).await {
+                Ok(_) => held.push(store),
+                Err(error) => break error,
+            }
+        };
+        assert_eq!(held.len(), 4);
+        let failure = classify(error, &limits, false);
+        assert!(
+            matches!(&failure, Failure::Busy(m) if m.contains("limit of 4")),
             "{failure:?}"
         );
     }

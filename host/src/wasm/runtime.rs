@@ -41,6 +41,11 @@ const INSTANCES: usize = 32;
 const TABLES: usize = 64;
 const MEMORIES: usize = 8;
 
+/// Guest instances alive at once across the host (the pooling allocator's component instances;
+/// each may hold up to 4 core instances, 2 memories and 4 tables of the pool). A call waits for
+/// one of them before its deadline starts.
+pub const HOST_INSTANCES: u32 = 1_000;
+
 /// Elements of one table: the pooling allocator's default, applied to on-demand allocation too.
 const TABLE_ELEMENTS: usize = 20_000;
 
@@ -243,6 +248,8 @@ pub struct Runtime {
     cache: Option<CompileCache>,
     /// Pre-linked components of live modules, by digest (see [`Runtime::linked`]).
     linked: Arc<Mutex<HashMap<String, Weak<ControllerPre<CallState>>>>>,
+    /// One permit per instance the pool holds; taken for every call, in arrival order.
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// A component ready to be linked.
@@ -276,11 +283,21 @@ impl Runtime {
     }
 
     fn build(deterministic: bool, epochs: bool) -> Result<Self, RuntimeError> {
-        let engine = match Engine::new(&config(true, epochs)) {
+        Self::sized(deterministic, epochs, HOST_INSTANCES)
+    }
+
+    /// As [`Runtime::new`], with room for `instances` instances instead of [`HOST_INSTANCES`].
+    #[cfg(test)]
+    pub(crate) fn with_instances(instances: u32) -> Result<Self, RuntimeError> {
+        Self::sized(false, true, instances)
+    }
+
+    fn sized(deterministic: bool, epochs: bool, instances: u32) -> Result<Self, RuntimeError> {
+        let engine = match Engine::new(&config(true, epochs, instances)) {
             Ok(engine) => engine,
             Err(error) => {
                 tracing::warn!(%error, "pooling allocator unavailable; using on-demand allocation");
-                Engine::new(&config(false, epochs)).map_err(RuntimeError::Engine)?
+                Engine::new(&config(false, epochs, instances)).map_err(RuntimeError::Engine)?
             }
         };
         let mut linker = Linker::new(&engine);
@@ -296,7 +313,18 @@ impl Runtime {
             deterministic,
             cache: None,
             linked: Arc::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(instances as usize)),
         })
+    }
+
+    /// Waits for room for one more instance: every call holds one for as long as its store
+    /// lives. Calls are let in in the order they asked.
+    pub async fn slot(&self) -> tokio::sync::OwnedSemaphorePermit {
+        self.slots
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the slots are never closed")
     }
 
     /// Keeps compiled modules in `dir` across restarts (see [`CompileCache`]).
@@ -459,7 +487,7 @@ fn splitmix64(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn config(pooling: bool, epochs: bool) -> Config {
+fn config(pooling: bool, epochs: bool, instances: u32) -> Config {
     let mut config = Config::new();
     config.epoch_interruption(epochs);
     // Synchronous component calls are several times slower with concurrency support on, and
@@ -467,11 +495,11 @@ fn config(pooling: bool, epochs: bool) -> Config {
     config.concurrency_support(false);
     if pooling {
         let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(1_000)
-            .total_core_instances(4_000)
-            .total_memories(2_000)
-            .total_tables(4_000)
-            .total_stacks(1_000)
+        pool.total_component_instances(instances)
+            .total_core_instances(4 * instances)
+            .total_memories(2 * instances)
+            .total_tables(4 * instances)
+            .total_stacks(instances)
             .max_memory_size(1 << 30);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
