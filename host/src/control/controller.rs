@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::GroupVersionKind;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -122,6 +124,18 @@ pub struct Controller {
     /// The states to map of each queued watched object.
     unmapped_states: Mutex<HashMap<WatchedKey, Unmapped>>,
     counters: Counters,
+    /// Objects being deleted that still carry the guest's finalizer, with the Unix second of
+    /// their deletionTimestamp: each key from when it is processed so until it no longer is.
+    finalizing: Mutex<HashMap<ObjectKey, i64>>,
+}
+
+/// Objects being deleted that still wait for a guest's `finalize`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Finalizing {
+    /// How many.
+    pub objects: usize,
+    /// Seconds since the oldest of them was deleted; 0 when there is none.
+    pub oldest_seconds: u64,
 }
 
 /// A watched object: its kind and key.
@@ -211,6 +225,7 @@ impl Controller {
             unmapped: WorkQueue::new(queue_config),
             unmapped_states: Mutex::default(),
             counters: Counters::default(),
+            finalizing: Mutex::default(),
         });
         let primary_kind = module.metadata.primary.kind.clone();
         let mut subscriptions = Vec::new();
@@ -456,6 +471,19 @@ impl Controller {
         self.backend.events_dropped()
     }
 
+    /// Objects being deleted that wait for the guest's `finalize`.
+    pub fn finalizing(&self) -> Finalizing {
+        let finalizing = self.finalizing.lock().expect("finalizing lock");
+        let now = Timestamp::now().as_second();
+        Finalizing {
+            objects: finalizing.len(),
+            oldest_seconds: finalizing
+                .values()
+                .min()
+                .map_or(0, |&deleted| u64::try_from(now - deleted).unwrap_or(0)),
+        }
+    }
+
     /// Whether every informer the guest reads has listed once.
     pub fn is_synced(&self) -> bool {
         self.readable.iter().all(|i| i.is_synced())
@@ -517,6 +545,7 @@ impl Controller {
         let metadata = &module.metadata;
         let mut object = self.primary(key);
         let mut entry = Entry::Reconcile;
+        self.note_finalizing(key, object.as_deref(), metadata.finalizer.as_deref());
         if let (Some(finalizer), Some(cached)) = (&metadata.finalizer, object.clone()) {
             let carries = cached.finalizers.iter().any(|f| f == finalizer);
             if cached.deleting {
@@ -586,6 +615,7 @@ impl Controller {
                         self.retry(key, &format!("removing finalizer {finalizer}: {error}"));
                         return;
                     }
+                    self.note_finalizing(key, None, None);
                 }
                 self.counters.succeeded.fetch_add(1, Ordering::Relaxed);
                 self.counters.streak.succeeded(&self.settings.name);
@@ -610,16 +640,59 @@ impl Controller {
                 let delay = self.queue.add_rate_limited(key.clone(), Reason::Requeue);
                 tracing::warn!(guest = %self.settings.name, %key, retry_in = ?delay, "host at capacity, reconcile not started: {message}");
             }
+            Err(failure) if entry == Entry::Finalize => {
+                self.count(&failure);
+                let deleted = self
+                    .finalizing
+                    .lock()
+                    .expect("finalizing lock")
+                    .get(key)
+                    .copied();
+                let terminating = deleted.map_or(0, |d| Timestamp::now().as_second() - d);
+                self.retry(
+                    key,
+                    &format!("finalize failed; the object stays terminating (terminating for {terminating}s): {failure}"),
+                );
+            }
             Err(failure) => {
-                match failure {
-                    Failure::Trap(_) => self.counters.traps.fetch_add(1, Ordering::Relaxed),
-                    Failure::OutOfMemory(_) => {
-                        self.counters.out_of_memory.fetch_add(1, Ordering::Relaxed)
-                    }
-                    Failure::Timeout(_) => self.counters.timeouts.fetch_add(1, Ordering::Relaxed),
-                    _ => 0,
-                };
+                self.count(&failure);
                 self.retry(key, &failure.to_string());
+            }
+        }
+    }
+
+    /// Counts a failure by its kind.
+    fn count(&self, failure: &Failure) {
+        let counter = match failure {
+            Failure::Trap(_) => &self.counters.traps,
+            Failure::OutOfMemory(_) => &self.counters.out_of_memory,
+            Failure::Timeout(_) => &self.counters.timeouts,
+            _ => return,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Notes whether `object`, the primary with `key`, is being deleted and waits for the
+    /// guest's `finalizer`.
+    fn note_finalizing(
+        &self,
+        key: &ObjectKey,
+        object: Option<&CachedObject>,
+        finalizer: Option<&str>,
+    ) {
+        let deleted = object
+            .filter(|o| o.deleting && o.finalizers.iter().any(|f| Some(f.as_str()) == finalizer))
+            .map(|o| {
+                serde_json::from_value::<Time>(o.value["metadata"]["deletionTimestamp"].clone())
+                    .map_or_else(|_| Timestamp::now().as_second(), |t| t.0.as_second())
+            });
+        let mut finalizing = self.finalizing.lock().expect("finalizing lock");
+        match deleted {
+            Some(deleted) => {
+                finalizing.entry(key.clone()).or_insert(deleted);
+            }
+            None => {
+                finalizing.remove(key);
             }
         }
     }

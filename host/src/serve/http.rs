@@ -302,6 +302,10 @@ fn status(snapshot: &Snapshot) -> serde_json::Value {
                     "writesElided": guest.writes_elided,
                     "eventsDropped": guest.events_dropped,
                 },
+                "finalizing": {
+                    "objects": guest.finalizing.objects,
+                    "oldestSeconds": guest.finalizing.oldest_seconds,
+                },
                 "consecutiveFailures": h.consecutive_failures,
                 "failing": h.failing,
                 "lastError": h.last_error,

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use crate::cluster::selection::Selection;
+use crate::control::controller::Finalizing;
 use crate::control::host::Observer;
 use crate::control::queue::QueueStats;
 use crate::control::tally::Tally;
@@ -40,6 +41,8 @@ pub struct GuestSnapshot {
     pub writes_elided: u64,
     /// Events dropped over their object's rate.
     pub events_dropped: u64,
+    /// Objects being deleted that wait for its `finalize`.
+    pub finalizing: Finalizing,
     /// Time of each reconcile, from dequeue until the key is done.
     pub reconcile_time: HistogramSnapshot,
     /// Time keys waited in the workqueue before being handed out.
@@ -102,6 +105,7 @@ impl Snapshot {
                 active_workers: c.queue().in_flight(),
                 writes_elided: c.writes_elided(),
                 events_dropped: c.events_dropped(),
+                finalizing: c.finalizing(),
                 reconcile_time: c.counters().reconcile_time.snapshot(),
                 queue_duration: c.queue().queue_duration().snapshot(),
                 work_duration: c.queue().work_duration().snapshot(),
@@ -289,6 +293,22 @@ impl Snapshot {
             "Events dropped because their object started too many new ones",
             "controller",
             |g| g.events_dropped,
+        );
+        out.per_guest(
+            guests,
+            "kubewasm_guest_finalizing_objects",
+            Kind::Gauge,
+            "Objects being deleted that still wait for the guest's finalize",
+            "controller",
+            |g| g.finalizing.objects,
+        );
+        out.per_guest(
+            guests,
+            "kubewasm_guest_finalizing_oldest_seconds",
+            Kind::Gauge,
+            "Seconds since the oldest object still waiting for the guest's finalize was deleted",
+            "controller",
+            |g| g.finalizing.oldest_seconds,
         );
         out.per_guest(
             guests,
@@ -571,6 +591,10 @@ mod tests {
             active_workers: 1,
             writes_elided: 6,
             events_dropped: 2,
+            finalizing: Finalizing {
+                objects: 1,
+                oldest_seconds: 40,
+            },
             reconcile_time: histogram(RECONCILE_TIME_BUCKETS, &[0.003, 0.005, 0.2, 90.0]),
             queue_duration: histogram(WORKQUEUE_BUCKETS, &[0.0, 1e-5, 2e-5]),
             work_duration: histogram(WORKQUEUE_BUCKETS, &[0.5]),
@@ -619,6 +643,8 @@ mod tests {
             r#"kubewasm_host_calls_denied_total{controller="mirror"} 4"#,
             r#"kubewasm_writes_elided_total{controller="mirror"} 6"#,
             r#"kubewasm_events_dropped_total{controller="mirror"} 2"#,
+            r#"kubewasm_guest_finalizing_objects{controller="mirror"} 1"#,
+            r#"kubewasm_guest_finalizing_oldest_seconds{controller="mirror"} 40"#,
             r#"kubewasm_guest_consecutive_failures{controller="mirror"} 1"#,
             r#"kubewasm_guest_failing{controller="mirror"} 0"#,
             "kubewasm_module_loads_total 2",
@@ -690,7 +716,7 @@ mod tests {
         }
         assert_eq!(
             announced.iter().filter(|n| n.ends_with("_seconds")).count(),
-            7
+            8
         );
         assert!(text.ends_with('\n'));
     }

@@ -3,6 +3,9 @@
 //! holding the time, as a controller recording its clean-up in its own object does. Every
 //! `finalize` changes the object, so the host must remove the finalizer from the object as the
 //! guest left it, not as it was before `finalize`.
+//!
+//! With the feature `stuck`, `finalize` fails instead, as a clean-up blocked by something outside
+//! the guest does: the object stays Terminating.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -28,6 +31,9 @@ impl Controller for Stamp {
     }
 
     fn finalize(req: Request) -> Result<Action, ReconcileError> {
+        if cfg!(feature = "stuck") {
+            return Err(ReconcileError::transient("the clean-up is blocked"));
+        }
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
