@@ -117,17 +117,23 @@ async fn accept(listener: TcpListener, upstream: String, shared: Arc<Shared>) {
         }
         let upstream = upstream.clone();
         let shared = shared.clone();
+        // Subscribed before connecting: a cut while it connects still ends it.
+        let cut = shared.cuts.subscribe();
         tokio::spawn(async move {
             if let Ok(server) = TcpStream::connect(&upstream).await {
-                relay(client, server, shared).await;
+                relay(client, server, shared, cut).await;
             }
         });
     }
 }
 
 /// Copies bytes both ways until either side closes or a partition ends.
-async fn relay(client: TcpStream, server: TcpStream, shared: Arc<Shared>) {
-    let mut cut = shared.cuts.subscribe();
+async fn relay(
+    client: TcpStream,
+    server: TcpStream,
+    shared: Arc<Shared>,
+    mut cut: watch::Receiver<u64>,
+) {
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
     let requests = {

@@ -44,7 +44,7 @@ async fn a_pod_created_while_the_answer_is_lost_is_not_created_again() -> Result
     let config = example_config("podset", Language::Rust, ns.name());
     let host = HostProcess::start_via(ns.name(), &config, relay.kubeconfig(), &[])?;
     let seen = Mutex::new(HashSet::new());
-    with_started_host(host, async |_| {
+    with_started_host(host, async |host| {
         converged(&podsets, &pods, &owners, REPLICAS, &seen).await?;
         for _ in 0..ROUNDS {
             relay.partition_at_next_request(Duration::from_secs(1), Duration::from_secs(2));
@@ -64,6 +64,10 @@ async fn a_pod_created_while_the_answer_is_lost_is_not_created_again() -> Result
             // come back, so that the next round's first request is the guest's.
             tokio::time::sleep(SETTLE).await;
         }
+        anyhow::ensure!(
+            host.log().contains("write failed; sending it again"),
+            "the host never sent a write again: no answer was lost"
+        );
         // Let the recorder's watch catch up with the last creations.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let mut seen = seen.lock().expect("seen lock").clone();

@@ -40,7 +40,7 @@ use crate::cluster::watch::{Informer, Resources};
 use crate::cluster::{leader, managed};
 use crate::control::events::{Correlator, Decision, EventKey};
 use crate::wasm::backend::{
-    ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest,
+    ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest, caller_gone,
 };
 
 /// Runs one guest's calls against the cluster.
@@ -199,35 +199,44 @@ impl ClusterBackend {
     }
 }
 
-/// Sends an idempotent write, and again after a pause while it fails in a way a later try may
-/// not, for up to `patience`; the last answer, and whether an earlier try may have taken effect
-/// unanswered.
+/// Sends an idempotent write (`send` gets the number of the try, from 1), and again after a
+/// pause while it fails in a way a later try may not; the last answer, and whether an earlier
+/// try may have taken effect unanswered. A try starts only while the guest call it is for goes
+/// on (see [`caller_gone`]) and a fifth of `patience` remains after its pause, time for it to
+/// be answered before the host-call timeout cuts it off unrecorded.
 async fn resend<T, F>(
     patience: Duration,
-    mut send: impl FnMut() -> F,
+    mut send: impl FnMut(u32) -> F,
 ) -> (Result<T, kube::Error>, bool)
 where
     F: Future<Output = Result<T, kube::Error>>,
 {
     let started = Instant::now();
+    let last_start = patience - patience / 5;
     let mut pause = FIRST_RESEND_PAUSE;
     let mut unanswered = false;
+    let mut tries = 1;
     loop {
-        let result = send().await;
+        let result = send(tries).await;
         let Err(error) = &result else {
             return (result, unanswered);
         };
         let Some(wait) = resend_after(error) else {
             return (result, unanswered);
         };
-        unanswered |= !matches!(error, kube::Error::Api(_));
+        // A 504 may come after the write was committed.
+        unanswered |= !matches!(error, kube::Error::Api(s) if s.code != 504);
         let wait = wait.max(pause);
-        if started.elapsed() + wait >= patience {
+        if started.elapsed() + wait >= last_start || caller_gone() {
             return (result, unanswered);
         }
         tracing::debug!(%error, ?wait, "write failed; sending it again");
         tokio::time::sleep(wait).await;
+        if caller_gone() {
+            return (result, unanswered);
+        }
         pause = (pause * 2).min(MAX_RESEND_PAUSE);
+        tries += 1;
     }
 }
 
@@ -303,7 +312,7 @@ impl Backend for ClusterBackend {
         let mut params = PatchParams::apply(&self.field_manager);
         params.force = request.force;
         let patch = Patch::Apply(&request.object);
-        let (result, _) = resend(self.patience, || async {
+        let (result, _) = resend(self.patience, |_| async {
             if request.status {
                 api.patch_status(&request.name, &params, &patch).await
             } else {
@@ -330,7 +339,7 @@ impl Backend for ClusterBackend {
                 .await?
         } else {
             let patch = Patch::Merge(&request.patch);
-            resend(self.patience, || api.patch(&request.name, &params, &patch))
+            resend(self.patience, |_| api.patch(&request.name, &params, &patch))
                 .await
                 .0?
         };
@@ -350,15 +359,27 @@ impl Backend for ClusterBackend {
                 .and_then(|o| o.uid.clone())
         });
         let informers = self.of_kind(&request.kind);
-        let params = DeleteParams {
+        let params = |preconditions| DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions {
-                uid: request.uid,
-                resource_version: request.resource_version,
-            }),
+            preconditions: Some(preconditions),
             ..DeleteParams::default()
         };
-        let deleted = match resend(self.patience, || api.delete(&request.name, &params)).await {
+        let first = params(Preconditions {
+            uid: request.uid.clone(),
+            resource_version: request.resource_version.clone(),
+        });
+        // Sent again, it must not delete an object created under the name since the first try,
+        // nor fail because the first try changed the resourceVersion (by setting
+        // deletionTimestamp).
+        let again = params(Preconditions {
+            uid: uid.clone(),
+            resource_version: None,
+        });
+        let send = |tries| {
+            let params = if tries == 1 { &first } else { &again };
+            api.delete(&request.name, params)
+        };
+        let deleted = match resend(self.patience, send).await {
             (Ok(deleted), _) => Some(deleted),
             // An earlier try deleted it, and its answer was lost.
             (Err(kube::Error::Api(status)), true) if status.code == 404 => None,
@@ -495,6 +516,9 @@ mod tests {
     use super::*;
     use kube::core::Status;
     use kube::core::response::StatusDetails;
+    use tokio_util::sync::CancellationToken;
+
+    use crate::wasm::backend::CALLER;
     use serde_json::json;
 
     fn answer(code: u16, retry_after_seconds: u32) -> kube::Error {
@@ -518,7 +542,7 @@ mod tests {
         let started = Instant::now();
         let tries = Mutex::new(tries.into_iter());
         let sent = AtomicU64::new(0);
-        let (result, unanswered) = resend(patience, || {
+        let (result, unanswered) = resend(patience, |_| {
             sent.fetch_add(1, Ordering::Relaxed);
             let next = tries.lock().unwrap().next();
             async move { next.unwrap_or(Ok(())) }
@@ -554,8 +578,22 @@ mod tests {
         let (sent, result, _, took) = resent(Duration::from_secs(5), tries).await;
         assert!(result.is_err());
         assert!(took < Duration::from_secs(5), "took {took:?}");
-        // Sent at 0, 50, 150, 350 and 750 ms, 1.55 s, then every second up to 4.55 s.
-        assert_eq!(sent, 9);
+        // Sent at 0, 50, 150, 350 and 750 ms, 1.55 s, then every second up to 3.55 s: a try
+        // at 4.55 s could not be answered before the host-call timeout at 5 s.
+        assert_eq!(sent, 8);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_is_not_sent_again_once_the_guest_call_it_was_for_has_ended() {
+        let caller = CancellationToken::new();
+        caller.cancel();
+        let lost = || Err(kube::Error::Service("connection closed".into()));
+        let (sent, result, unanswered, _) = CALLER
+            .scope(caller, resent(Duration::from_secs(5), vec![lost(), Ok(())]))
+            .await;
+        assert_eq!(sent, 1);
+        assert!(result.is_err());
+        assert!(unanswered);
     }
 
     #[tokio::test(start_paused = true)]

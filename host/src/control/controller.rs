@@ -39,10 +39,8 @@ use crate::wasm::module::Module;
 use crate::wasm::permissions::Permissions;
 use crate::wasm::runtime::{Limits, Runtime};
 
-/// First pause before a `map-keys` call the host had no room for is made again; it doubles up
-/// to [`MAX_BUSY_PAUSE`].
-const FIRST_BUSY_PAUSE: Duration = Duration::from_millis(100);
-const MAX_BUSY_PAUSE: Duration = Duration::from_secs(1);
+/// Pause before a call the host had no room for is made again.
+const BUSY_PAUSE: Duration = Duration::from_millis(100);
 
 /// How the operator runs a guest, on top of what the module declares.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,9 +122,10 @@ pub struct Controller {
     /// The states to map of each queued watched object.
     unmapped_states: Mutex<HashMap<WatchedKey, Unmapped>>,
     counters: Counters,
-    /// Objects being deleted that still carry the guest's finalizer, with the Unix second of
-    /// their deletionTimestamp: each key from when it is processed so until it no longer is.
-    finalizing: Mutex<HashMap<ObjectKey, i64>>,
+    /// Objects being deleted that still carry the guest's finalizer, with their uid and the Unix
+    /// second of their deletionTimestamp: each key from when it is processed so until it is
+    /// processed otherwise. An object that left the guest's selection is no longer counted.
+    finalizing: Mutex<HashMap<ObjectKey, (Option<String>, i64)>>,
 }
 
 /// Objects being deleted that still wait for a guest's `finalize`.
@@ -370,7 +369,6 @@ impl Controller {
                 continue;
             };
             // A call the host had no room for is made again, so no trigger is lost.
-            let mut pause = FIRST_BUSY_PAUSE;
             let mapped = loop {
                 let mapped = dispatch::map_keys(
                     &self.runtime,
@@ -384,8 +382,7 @@ impl Controller {
                 if !matches!(mapped, Err(Failure::Busy(_))) {
                     break mapped;
                 }
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(MAX_BUSY_PAUSE);
+                tokio::time::sleep(BUSY_PAUSE).await;
             };
             match mapped {
                 Ok(keys) => {
@@ -479,8 +476,9 @@ impl Controller {
             objects: finalizing.len(),
             oldest_seconds: finalizing
                 .values()
+                .map(|(_, deleted)| *deleted)
                 .min()
-                .map_or(0, |&deleted| u64::try_from(now - deleted).unwrap_or(0)),
+                .map_or(0, |deleted| u64::try_from(now - deleted).unwrap_or(0)),
         }
     }
 
@@ -636,9 +634,10 @@ impl Controller {
                 self.queue.forget(key);
             }
             Err(Failure::Busy(message)) => {
-                // The guest did nothing wrong: retried without counting a failure.
-                let delay = self.queue.add_rate_limited(key.clone(), Reason::Requeue);
-                tracing::warn!(guest = %self.settings.name, %key, retry_in = ?delay, "host at capacity, reconcile not started: {message}");
+                // The guest did nothing wrong: retried without counting a failure or an attempt.
+                self.queue
+                    .add_after(key.clone(), Reason::Requeue, BUSY_PAUSE);
+                tracing::warn!(guest = %self.settings.name, %key, retry_in = ?BUSY_PAUSE, "host at capacity, reconcile not started: {message}");
             }
             Err(failure) if entry == Entry::Finalize => {
                 self.count(&failure);
@@ -647,7 +646,7 @@ impl Controller {
                     .lock()
                     .expect("finalizing lock")
                     .get(key)
-                    .copied();
+                    .map(|(_, deleted)| *deleted);
                 let terminating = deleted.map_or(0, |d| Timestamp::now().as_second() - d);
                 self.retry(
                     key,
@@ -683,13 +682,19 @@ impl Controller {
         let deleted = object
             .filter(|o| o.deleting && o.finalizers.iter().any(|f| Some(f.as_str()) == finalizer))
             .map(|o| {
-                serde_json::from_value::<Time>(o.value["metadata"]["deletionTimestamp"].clone())
-                    .map_or_else(|_| Timestamp::now().as_second(), |t| t.0.as_second())
+                let at = serde_json::from_value::<Time>(
+                    o.value["metadata"]["deletionTimestamp"].clone(),
+                )
+                .map_or_else(|_| Timestamp::now().as_second(), |t| t.0.as_second());
+                (o.uid.clone(), at)
             });
         let mut finalizing = self.finalizing.lock().expect("finalizing lock");
         match deleted {
-            Some(deleted) => {
-                finalizing.entry(key.clone()).or_insert(deleted);
+            Some((uid, at)) => {
+                let entry = finalizing.entry(key.clone()).or_insert((uid.clone(), at));
+                if entry.0 != uid {
+                    *entry = (uid, at);
+                }
             }
             None => {
                 finalizing.remove(key);

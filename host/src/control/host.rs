@@ -220,7 +220,7 @@ impl Host {
         futures::future::join_all(guests.values().map(|c| c.shut_down())).await;
         drop(self._watcher);
         self.shared.tasks.close();
-        // The reload task holds no strong reference and ends with the watcher's channel.
+        // The reload task holds no strong reference and ends once `closing` is cancelled.
         self.shared.tasks.wait().await;
         tracing::info!("stopped");
     }

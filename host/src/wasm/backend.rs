@@ -8,9 +8,23 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kube::api::GroupVersionKind;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::cluster::selector::LabelSelector;
 use crate::wasm::bindings::kubewasm::controller::log::Level;
+
+tokio::task_local! {
+    /// Around a backend call made for a guest: cancelled once the guest's call has ended (at
+    /// its deadline, say), after which a write is no longer sent again.
+    pub static CALLER: CancellationToken;
+}
+
+/// Whether the guest call that a backend call runs for has ended; `false` outside one.
+pub fn caller_gone() -> bool {
+    CALLER
+        .try_with(CancellationToken::is_cancelled)
+        .unwrap_or(false)
+}
 
 /// Why a host call failed, as the guest sees it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

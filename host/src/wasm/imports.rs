@@ -8,11 +8,12 @@ use std::sync::atomic::Ordering;
 use kube::api::GroupVersionKind;
 use kube::core::GroupVersion;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::cluster::selector::LabelSelector;
 use crate::config::Verb;
 use crate::wasm::backend::{
-    ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest,
+    ApplyRequest, Backend, CALLER, CallError, DeleteRequest, EventRequest, PatchRequest,
 };
 use crate::wasm::bindings::kubewasm::controller::{cache, events, log, types, writes};
 use crate::wasm::env::{CallContext, GuestEnv};
@@ -99,7 +100,8 @@ impl CallContext {
 
     /// Runs a backend call under the host-call timeout, on a task of its own: if the guest's
     /// deadline ends its call meanwhile, a write already on its way still completes and is
-    /// recorded in the cache, so the guest's next reconcile reads it and does not repeat it.
+    /// recorded in the cache, so the guest's next reconcile reads it and does not repeat it;
+    /// but it is not sent again (see [`CALLER`]), so it never lands after a later write.
     async fn timed<T: Send + 'static, F>(
         &self,
         call: impl FnOnce(Arc<dyn Backend>) -> F,
@@ -107,7 +109,10 @@ impl CallContext {
     where
         F: Future<Output = Result<T, CallError>> + Send + 'static,
     {
-        let call = call(self.env.backend.clone());
+        let caller = CancellationToken::new();
+        // Cancels `caller` when this call returns or is dropped with the guest's instance.
+        let _ended = caller.clone().drop_guard();
+        let call = CALLER.scope(caller, call(self.env.backend.clone()));
         let timeout = self.env.host_call_timeout;
         let unanswered =
             || CallError::Unavailable(format!("no answer from the API server within {timeout:?}"));

@@ -176,6 +176,8 @@ async fn read_metadata(
         limits.host_call_timeout,
         Permissions::new(None),
     ));
+    // Loading takes its instance from the host's pool like any call.
+    let _slot = runtime.slot().await;
     let start = Instant::now();
     let mut store = runtime.store(CallContext { env, scope: None }, limits);
     within_deadline(limits, start, async {
