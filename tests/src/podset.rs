@@ -9,7 +9,19 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::{WAIT, eventually, is_controlled_by};
+use crate::{Recorder, WAIT, apply_yaml, eventually, is_controlled_by, repo_root};
+
+/// Installs the PodSet CRD; the PodSets and the pods of `namespace`, and a recorder of every pod
+/// created in it from now on.
+pub async fn install(
+    client: &Client,
+    namespace: &str,
+) -> Result<(Api<DynamicObject>, Api<Pod>, Recorder)> {
+    apply_yaml(client, &repo_root().join("examples/podset/crd.yaml"), None).await?;
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    let recorder = Recorder::start(pods.clone()).await?;
+    Ok((podsets(client, namespace), pods, recorder))
+}
 
 /// The PodSets of `namespace`.
 pub fn podsets(client: &Client, namespace: &str) -> Api<DynamicObject> {

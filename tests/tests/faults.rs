@@ -25,11 +25,10 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use kubewasm_tests::podset::{converged, live_pods, podset, podsets};
+use kubewasm_tests::podset::{converged, install, live_pods, podset};
 use kubewasm_tests::prometheus::{scrape, sum};
 use kubewasm_tests::{
-    Language, Recorder, WAIT, apply_yaml, control_plane, eventually, example_config, free_ports,
-    repo_root, with_host_args,
+    Language, WAIT, control_plane, eventually, example_config, free_ports, with_host_args,
 };
 
 const PODSETS: usize = 6;
@@ -69,10 +68,7 @@ async fn podsets_converge_with_no_pod_lost_or_duplicated_through_control_plane_c
     let plane = control_plane();
     let client = plane.client().await?;
     let ns = plane.namespace("faults").await?;
-    apply_yaml(&client, &repo_root().join("examples/podset/crd.yaml"), None).await?;
-    let podsets = podsets(&client, ns.name());
-    let pods = Api::<Pod>::namespaced(client.clone(), ns.name());
-    let recorder = Recorder::start(pods.clone()).await?;
+    let (podsets, pods, recorder) = install(&client, ns.name()).await?;
     let mut owners = Vec::new();
     for i in 0..PODSETS {
         let created = podsets

@@ -15,6 +15,22 @@ use kubewasm_tests::{
 };
 use serde_json::json;
 
+/// Creates the ConfigMap `name` for the stamp guest and waits until it carries its finalizer.
+async fn create_finalized(config_maps: &Api<ConfigMap>, name: &str) -> Result<()> {
+    let object: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "kubewasm.dev/fixture": "stamp" } },
+    }))?;
+    config_maps.create(&PostParams::default(), &object).await?;
+    eventually("the guest's finalizer on the object", WAIT, || async {
+        let object = config_maps.get(name).await?;
+        let finalizers = object.metadata.finalizers.unwrap_or_default();
+        Ok(finalizers
+            .contains(&"kubewasm.dev/stamp".to_owned())
+            .then_some(()))
+    })
+    .await
+}
+
 /// How long a deleted object may stay Terminating once its guest has finalized it.
 const RELEASE: Duration = Duration::from_secs(60);
 
@@ -25,18 +41,7 @@ async fn a_guest_that_writes_its_own_object_in_finalize_lets_it_go() -> Result<(
     let ns = plane.namespace("stamp").await?;
     let config_maps = Api::<ConfigMap>::namespaced(client, ns.name());
     with_host(ns.name(), &module_config("stamp", ns.name()), async |_| {
-        let object: ConfigMap = serde_json::from_value(json!({
-            "metadata": { "name": "stamped", "labels": { "kubewasm.dev/fixture": "stamp" } },
-        }))?;
-        config_maps.create(&PostParams::default(), &object).await?;
-        eventually("the guest's finalizer on the object", WAIT, || async {
-            let object = config_maps.get("stamped").await?;
-            let finalizers = object.metadata.finalizers.unwrap_or_default();
-            Ok(finalizers
-                .contains(&"kubewasm.dev/stamp".to_owned())
-                .then_some(()))
-        })
-        .await?;
+        create_finalized(&config_maps, "stamped").await?;
 
         config_maps
             .delete("stamped", &DeleteParams::default())
@@ -71,18 +76,7 @@ async fn an_object_whose_finalize_keeps_failing_is_reported_in_the_log_and_the_m
         Ok(sum(&scrape(address.parse()?).await?, name, |_| true))
     };
     with_host_args(ns.name(), &config, &args, async |host| {
-        let object: ConfigMap = serde_json::from_value(json!({
-            "metadata": { "name": "blocked", "labels": { "kubewasm.dev/fixture": "stamp" } },
-        }))?;
-        config_maps.create(&PostParams::default(), &object).await?;
-        eventually("the guest's finalizer on the object", WAIT, || async {
-            let object = config_maps.get("blocked").await?;
-            let finalizers = object.metadata.finalizers.unwrap_or_default();
-            Ok(finalizers
-                .contains(&"kubewasm.dev/stamp".to_owned())
-                .then_some(()))
-        })
-        .await?;
+        create_finalized(&config_maps, "blocked").await?;
         config_maps
             .delete("blocked", &DeleteParams::default())
             .await?;

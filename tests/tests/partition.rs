@@ -13,14 +13,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use kubewasm_tests::podset::{converged, live_pods, podset, podsets};
+use kubewasm_tests::podset::{converged, install, live_pods, podset};
 use kubewasm_tests::relay::Relay;
 use kubewasm_tests::{
-    HostProcess, Language, Recorder, WAIT, apply_yaml, control_plane, eventually, example_config,
-    repo_root, with_started_host,
+    HostProcess, Language, WAIT, control_plane, eventually, example_config, with_started_host,
 };
 
 const REPLICAS: usize = 3;
@@ -32,10 +29,7 @@ async fn a_pod_created_while_the_answer_is_lost_is_not_created_again() -> Result
     let plane = control_plane();
     let client = plane.client().await?;
     let ns = plane.namespace("partition").await?;
-    apply_yaml(&client, &repo_root().join("examples/podset/crd.yaml"), None).await?;
-    let podsets = podsets(&client, ns.name());
-    let pods = Api::<Pod>::namespaced(client.clone(), ns.name());
-    let recorder = Recorder::start(pods.clone()).await?;
+    let (podsets, pods, recorder) = install(&client, ns.name()).await?;
     let created = podsets
         .create(&PostParams::default(), &podset("web", REPLICAS as u32)?)
         .await?;

@@ -7,9 +7,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use kubewasm_tests::podset::{podset, podsets};
+use kubewasm_tests::podset::{install, podset, podsets};
 use kubewasm_tests::{
-    HostProcess, Language, Recorder, WAIT, apply_yaml, control_plane, eventually, example_config,
+    HostProcess, Language, WAIT, apply_yaml, control_plane, eventually, example_config,
     is_controlled_by, repo_root, with_host,
 };
 use serde_json::json;
@@ -150,10 +150,7 @@ async fn a_host_killed_midway_and_restarted_creates_no_duplicate(language: Langu
     let plane = control_plane();
     let client = plane.client().await?;
     let ns = plane.namespace("restart").await?;
-    apply_yaml(&client, &repo_root().join("examples/podset/crd.yaml"), None).await?;
-    let podsets = podsets(&client, ns.name());
-    let pods = Api::<Pod>::namespaced(client.clone(), ns.name());
-    let recorder = Recorder::start(pods.clone()).await?;
+    let (podsets, pods, recorder) = install(&client, ns.name()).await?;
     let uid = podsets
         .create(&PostParams::default(), &podset("big", REPLICAS as u32)?)
         .await?
@@ -205,10 +202,7 @@ async fn five_hundred_podsets_converge_without_duplicates(language: Language) ->
     let plane = control_plane();
     let client = plane.client().await?;
     let ns = plane.namespace("many").await?;
-    apply_yaml(&client, &repo_root().join("examples/podset/crd.yaml"), None).await?;
-    let podsets = podsets(&client, ns.name());
-    let pods = Api::<Pod>::namespaced(client.clone(), ns.name());
-    let recorder = Recorder::start(pods.clone()).await?;
+    let (podsets, pods, recorder) = install(&client, ns.name()).await?;
     with_host(
         ns.name(),
         &example_config("podset", language, ns.name()),
