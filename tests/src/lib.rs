@@ -6,7 +6,9 @@
 //! when the pipe closes, also when the test binary panics or is killed.
 //!
 //! Set `KUBEWASM_TEST_KUBECONFIG` to reuse a control plane that is already running (for example
-//! one started with `deploy/local/cluster up`).
+//! one started with `deploy/local/cluster up`). A test binary whose control plane needs more
+//! kube-apiserver flags starts it with [`control_plane_with`]; a reused one must have been
+//! started with them (`KUBEWASM_APISERVER_ARGS`, see `deploy/local/README.md`).
 #![warn(missing_docs)]
 
 pub mod podset;
@@ -31,6 +33,8 @@ use tempfile::TempDir;
 /// A running control plane.
 pub struct ControlPlane {
     kubeconfig: PathBuf,
+    /// The flags added to kube-apiserver's command line when it was started.
+    apiserver_args: Vec<String>,
     /// Held for its stdin: dropping it (or exiting) closes the pipe and stops the control plane.
     _supervisor: Option<Child>,
 }
@@ -67,6 +71,39 @@ impl ControlPlane {
             .with_context(|| format!("running {}", script.display()))?;
         anyhow::ensure!(status.success(), "restarting {component}: {status}");
         Ok(())
+    }
+
+    /// Compacts etcd's history up to its current revision, as the API server does every five
+    /// minutes, and returns that revision. A watch from an earlier resourceVersion that etcd
+    /// serves (one the API server's watch cache does not) is then answered with 410 Gone.
+    pub async fn compact_etcd(&self) -> Result<u64> {
+        let dir = self
+            .kubeconfig
+            .parent()
+            .context("kubeconfig has a folder")?;
+        let url = std::fs::read_to_string(dir.join("etcd-url"))
+            .context("reading etcd's URL from the control plane's folder")?;
+        let address = url
+            .trim()
+            .strip_prefix("http://")
+            .with_context(|| format!("etcd's URL {url:?} is not http"))?;
+        // The range of the empty key reads nothing but the header, which holds the revision.
+        let (status, body) = http(address, "POST", "/v3/kv/range", r#"{"key":"AA=="}"#).await?;
+        anyhow::ensure!(status == 200, "etcd's range answers {status}: {body}");
+        let header: serde_json::Value = serde_json::from_str(&body)?;
+        let revision: u64 = header["header"]["revision"]
+            .as_str()
+            .with_context(|| format!("no revision in {body}"))?
+            .parse()?;
+        let request = serde_json::json!({ "revision": revision.to_string(), "physical": true });
+        let (status, body) =
+            http(address, "POST", "/v3/kv/compaction", &request.to_string()).await?;
+        // The API server's own compaction may have got there first.
+        anyhow::ensure!(
+            status == 200 || body.contains("required revision has been compacted"),
+            "etcd's compaction answers {status}: {body}"
+        );
+        Ok(revision)
     }
 
     /// Creates a namespace unique to this test, deleted again when the returned guard drops.
@@ -139,23 +176,45 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+static PLANE: OnceLock<ControlPlane> = OnceLock::new();
+
 /// The control plane of this test process, started on first use.
 ///
 /// # Panics
 /// When the control plane cannot be built or started; the message carries its log's tail.
 pub fn control_plane() -> &'static ControlPlane {
-    static PLANE: OnceLock<ControlPlane> = OnceLock::new();
-    PLANE.get_or_init(|| start().unwrap_or_else(|error| panic!("control plane: {error:#}")))
+    control_plane_with(&[])
 }
 
-fn start() -> Result<ControlPlane> {
+/// The control plane of this test process, started on first use with `apiserver_args` added to
+/// kube-apiserver's command line. Every test of a binary that needs them calls this before
+/// anything else starts the control plane.
+///
+/// # Panics
+/// When the control plane cannot be started, or was started with other flags.
+pub fn control_plane_with(apiserver_args: &[&str]) -> &'static ControlPlane {
+    let plane = PLANE.get_or_init(|| {
+        start(apiserver_args).unwrap_or_else(|error| panic!("control plane: {error:#}"))
+    });
+    assert!(
+        apiserver_args.is_empty() || plane.apiserver_args == apiserver_args,
+        "the control plane was started with kube-apiserver flags {:?}, not {apiserver_args:?}",
+        plane.apiserver_args
+    );
+    plane
+}
+
+fn start(apiserver_args: &[&str]) -> Result<ControlPlane> {
+    let apiserver_args = apiserver_args.iter().map(|a| a.to_string()).collect();
     if let Some(kubeconfig) = std::env::var_os("KUBEWASM_TEST_KUBECONFIG") {
         return Ok(ControlPlane {
             kubeconfig: kubeconfig.into(),
+            apiserver_args,
             _supervisor: None,
         });
     }
-    ControlPlane::start(&std::env::temp_dir().join(format!("kubewasm-test-{}", std::process::id())))
+    let dir = std::env::temp_dir().join(format!("kubewasm-test-{}", std::process::id()));
+    ControlPlane::start_with(&dir, &apiserver_args)
 }
 
 impl ControlPlane {
@@ -163,10 +222,17 @@ impl ControlPlane {
     /// first when its cache is cold) and waits until it is ready. It stops when this value
     /// drops or the process exits, also when the process is killed.
     pub fn start(dir: &Path) -> Result<Self> {
+        Self::start_with(dir, &[])
+    }
+
+    /// Like [`ControlPlane::start`], with `apiserver_args` added to kube-apiserver's command
+    /// line.
+    pub fn start_with(dir: &Path, apiserver_args: &[String]) -> Result<Self> {
         let script = repo_root().join("deploy/local/cluster");
         let mut child = Command::new(&script)
             .args(["run", "--stdin", "--dir"])
             .arg(dir)
+            .env("KUBEWASM_APISERVER_ARGS", apiserver_args.join(" "))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -177,6 +243,7 @@ impl ControlPlane {
             if let Some(path) = line?.strip_prefix("ready ") {
                 return Ok(Self {
                     kubeconfig: PathBuf::from(path),
+                    apiserver_args: apiserver_args.to_vec(),
                     _supervisor: Some(child),
                 });
             }
@@ -524,12 +591,22 @@ pub fn free_ports<const N: usize>() -> Result<[u16; N]> {
 
 /// `GET path` over HTTP/1.1 from `address` (HOST:PORT); the status code and the body.
 pub async fn http_get(address: &str, path: &str) -> Result<(u16, String)> {
+    http(address, "GET", path, "").await
+}
+
+/// `method path` with the JSON `body` over HTTP/1.1 to `address` (HOST:PORT); the status code
+/// and the body of the answer, which must not be chunked.
+async fn http(address: &str, method: &str, path: &str, body: &str) -> Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(address).await?;
+    let length = body.len();
     stream
         .write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
+            format!(
+                "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\
+                 Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n{body}"
+            )
+            .as_bytes(),
         )
         .await?;
     let mut response = String::new();

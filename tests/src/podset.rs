@@ -3,9 +3,11 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -49,6 +51,14 @@ pub fn podset(name: &str, replicas: u32) -> Result<DynamicObject> {
     }))?)
 }
 
+/// Creates the PodSet `name` of `replicas` in `podsets`; returns its uid.
+pub async fn create(podsets: &Api<DynamicObject>, name: &str, replicas: usize) -> Result<String> {
+    let created = podsets
+        .create(&PostParams::default(), &podset(name, replicas as u32)?)
+        .await?;
+    created.metadata.uid.context("created objects have a uid")
+}
+
 /// Live pods controlled by each owner uid, in the order of `owners`; adds every controlled
 /// pod's uid to `seen`.
 pub async fn live_pods(
@@ -73,6 +83,25 @@ pub async fn live_pods(
                 .collect()
         })
         .collect())
+}
+
+/// Deletes one live pod of every owner in `owners`; returns how many deletions the API server
+/// took. Adds every controlled pod's uid to `seen`.
+pub async fn delete_one_each(
+    pods: &Api<Pod>,
+    owners: &[String],
+    seen: &Mutex<HashSet<String>>,
+) -> Result<usize> {
+    let mut deleted = 0;
+    for owned in live_pods(pods, owners, seen).await? {
+        let Some(name) = owned.first().and_then(|p| p.metadata.name.clone()) else {
+            continue;
+        };
+        if pods.delete(&name, &DeleteParams::default()).await.is_ok() {
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
 }
 
 /// Waits until every PodSet of `podsets` has exactly `replicas` live pods and says so in its

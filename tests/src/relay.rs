@@ -6,6 +6,8 @@
 //! takes effect, but neither its answer nor any other byte from the server (watch events
 //! included) reaches a client. Then every connection is cut, and for a while every new one is
 //! closed at once, as if nothing listened. The client sees its request fail with no answer.
+//! [`Relay::disconnect`] cuts every connection at once and refuses new ones until
+//! [`Relay::reconnect`]: a client cut off for as long as the test needs.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -101,6 +103,19 @@ impl Relay {
     pub fn healed(&self) -> bool {
         self.shared.healed.load(Ordering::SeqCst)
     }
+
+    /// Cuts every connection now and refuses new ones until [`Relay::reconnect`].
+    pub fn disconnect(&self) {
+        self.shared.healed.store(false, Ordering::SeqCst);
+        self.shared.state.store(DOWN, Ordering::SeqCst);
+        self.shared.cuts.send_modify(|cut| *cut += 1);
+    }
+
+    /// Accepts and relays connections again after [`Relay::disconnect`].
+    pub fn reconnect(&self) {
+        self.shared.state.store(IDLE, Ordering::SeqCst);
+        self.shared.healed.store(true, Ordering::SeqCst);
+    }
 }
 
 impl Drop for Relay {
@@ -112,13 +127,14 @@ impl Drop for Relay {
 
 async fn accept(listener: TcpListener, upstream: String, shared: Arc<Shared>) {
     while let Ok((client, _)) = listener.accept().await {
+        // Subscribed before the state is read: a cut from then on, also while it connects,
+        // ends it.
+        let cut = shared.cuts.subscribe();
         if shared.state.load(Ordering::SeqCst) == DOWN {
             continue;
         }
         let upstream = upstream.clone();
         let shared = shared.clone();
-        // Subscribed before connecting: a cut while it connects still ends it.
-        let cut = shared.cuts.subscribe();
         tokio::spawn(async move {
             if let Ok(server) = TcpStream::connect(&upstream).await {
                 relay(client, server, shared, cut).await;

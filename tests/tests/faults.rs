@@ -22,10 +22,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
-use kube::api::{DeleteParams, PostParams};
-use kubewasm_tests::podset::{converged, install, live_pods, podset};
+use kubewasm_tests::podset::{converged, create, delete_one_each, install};
 use kubewasm_tests::prometheus::{scrape, sum};
 use kubewasm_tests::{
     Language, WAIT, control_plane, eventually, example_config, free_ports, with_host_args,
@@ -33,24 +30,6 @@ use kubewasm_tests::{
 
 const PODSETS: usize = 6;
 const REPLICAS: usize = 4;
-
-/// Deletes one live pod of every PodSet; returns how many deletions the API server took.
-async fn delete_one_each(
-    pods: &Api<Pod>,
-    owners: &[String],
-    seen: &Mutex<HashSet<String>>,
-) -> Result<usize> {
-    let mut deleted = 0;
-    for owned in live_pods(pods, owners, seen).await? {
-        let Some(name) = owned.first().and_then(|p| p.metadata.name.clone()) else {
-            continue;
-        };
-        if pods.delete(&name, &DeleteParams::default()).await.is_ok() {
-            deleted += 1;
-        }
-    }
-    Ok(deleted)
-}
 
 /// Relists the host's informers have completed so far.
 async fn lists(metrics: &str) -> Result<f64> {
@@ -71,13 +50,7 @@ async fn podsets_converge_with_no_pod_lost_or_duplicated_through_control_plane_c
     let (podsets, pods, recorder) = install(&client, ns.name()).await?;
     let mut owners = Vec::new();
     for i in 0..PODSETS {
-        let created = podsets
-            .create(
-                &PostParams::default(),
-                &podset(&format!("set-{i}"), REPLICAS as u32)?,
-            )
-            .await?;
-        owners.push(created.metadata.uid.context("created objects have a uid")?);
+        owners.push(create(&podsets, &format!("set-{i}"), REPLICAS).await?);
     }
     let [port] = free_ports()?;
     let metrics = format!("127.0.0.1:{port}");

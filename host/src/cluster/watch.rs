@@ -304,6 +304,15 @@ fn report(selection: &Selection, error: &kube::Error) {
     }
 }
 
+/// Says that the API server no longer holds the changes since `version` (410 Gone, as after
+/// etcd compacted them away), so the informer lists again.
+fn expired(selection: &Selection, version: &str) {
+    let Selection {
+        kind, namespace, ..
+    } = selection;
+    tracing::debug!(?kind, ?namespace, %version, "watch expired (410 Gone); listing again");
+}
+
 /// Lists every page of one consistent snapshot; returns its objects and its resourceVersion.
 async fn list(
     api: &Api<DynamicObject>,
@@ -388,6 +397,7 @@ async fn run(
             let mut events = match api.watch(&params, &version).await {
                 Ok(events) => events.boxed(),
                 Err(kube::Error::Api(status)) if status.code == 410 => {
+                    expired(&key, &version);
                     // Gone at once: wait before listing again, so a server that answers every
                     // fresh version with 410 is not hammered.
                     backoff.wait().await;
@@ -423,7 +433,10 @@ async fn run(
                         version = bookmark.metadata.resource_version;
                         live.store().bookmark(&version);
                     }
-                    Ok(WatchEvent::Error(status)) if status.code == 410 => continue 'list,
+                    Ok(WatchEvent::Error(status)) if status.code == 410 => {
+                        expired(&key, &version);
+                        continue 'list;
+                    }
                     // An event that cannot be read or a failed watch: as client-go's reflector,
                     // list again after the backoff rather than resume where it failed.
                     Ok(WatchEvent::Error(status)) => {
@@ -432,7 +445,10 @@ async fn run(
                         backoff.wait().await;
                         continue 'list;
                     }
-                    Err(kube::Error::Api(status)) if status.code == 410 => continue 'list,
+                    Err(kube::Error::Api(status)) if status.code == 410 => {
+                        expired(&key, &version);
+                        continue 'list;
+                    }
                     Err(error) => {
                         drop(live);
                         report(&key, &error);
