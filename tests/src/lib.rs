@@ -647,6 +647,28 @@ pub async fn mirrored(config_maps: &Api<ConfigMap>, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Creates the ServiceAccount `name` in `namespace` and returns a token for it from the
+/// TokenRequest API, valid for an hour.
+pub async fn service_account_token(client: &Client, namespace: &str, name: &str) -> Result<String> {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts = Api::<ServiceAccount>::namespaced(client.clone(), namespace);
+    let account: ServiceAccount = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name },
+    }))?;
+    accounts.create(&PostParams::default(), &account).await?;
+    let request: TokenRequest = serde_json::from_value(serde_json::json!({
+        "spec": { "audiences": [], "expirationSeconds": 3600 },
+    }))?;
+    let issued = accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await?;
+    issued
+        .status
+        .and_then(|status| status.token)
+        .context("the TokenRequest has no token")
+}
+
 /// A folder for one host's configuration and log, removed when dropped.
 fn host_dir(name: &str) -> Result<TempDir> {
     Ok(tempfile::Builder::new()

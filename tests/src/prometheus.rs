@@ -69,9 +69,13 @@ pub async fn apiserver_writes(client: &Client, resources: &[&str]) -> Result<Vec
 /// Prometheus text `metrics`.
 fn writes_in(metrics: &str, resource: &str) -> u64 {
     sum(metrics, "apiserver_request_total", |labels| {
-        has(labels, "resource", resource)
-            && MUTATING_VERBS.iter().any(|verb| has(labels, "verb", verb))
+        has(labels, "resource", resource) && mutating(labels)
     }) as u64
+}
+
+/// Whether the `verb` of an API server metric's `labels` changes objects.
+pub fn mutating(labels: &[(&str, &str)]) -> bool {
+    MUTATING_VERBS.iter().any(|verb| has(labels, "verb", verb))
 }
 
 /// Whether `labels` hold `name` with `value`.

@@ -7,37 +7,15 @@
 use std::process::Command;
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
-use kube::api::PostParams;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
 use kubewasm_tests::{
     HostProcess, WAIT, apply_yaml_text, control_plane, eventually, free_ports, host_binary,
-    http_get, mirrored, module_config,
+    http_get, mirrored, module_config, service_account_token,
 };
-use serde_json::json;
 
 const ACCOUNT: &str = "kubewasm";
-
-/// Creates the ServiceAccount in `namespace` and returns a token for it.
-async fn service_account_token(client: &Client, namespace: &str) -> Result<String> {
-    let accounts = Api::<ServiceAccount>::namespaced(client.clone(), namespace);
-    let account: ServiceAccount = serde_json::from_value(json!({
-        "metadata": { "name": ACCOUNT },
-    }))?;
-    accounts.create(&PostParams::default(), &account).await?;
-    let request: TokenRequest = serde_json::from_value(json!({
-        "spec": { "audiences": [], "expirationSeconds": 3600 },
-    }))?;
-    let issued = accounts
-        .create_token_request(ACCOUNT, &PostParams::default(), &request)
-        .await?;
-    issued
-        .status
-        .and_then(|status| status.token)
-        .context("the TokenRequest has no token")
-}
 
 /// The RBAC `kubewasm rbac` prints for `config`, bound to the test's ServiceAccount.
 fn generated_rbac(config: &str, namespace: &str) -> Result<String> {
@@ -130,7 +108,7 @@ async fn two_replicas_run_as_a_service_account_and_the_standby_takes_over() -> R
     let rbac = generated_rbac(&config, ns.name())?;
     apply_yaml_text(&client, &rbac, None).await?;
     apply_yaml_text(&client, &deployment_rbac(ns.name()), None).await?;
-    let token = service_account_token(&client, ns.name()).await?;
+    let token = service_account_token(&client, ns.name(), ACCOUNT).await?;
 
     let a = Replica::start(&format!("{}-a", ns.name()), &config, &token, ns.name())?;
     let b = Replica::start(&format!("{}-b", ns.name()), &config, &token, ns.name())?;
@@ -222,7 +200,7 @@ async fn a_missing_grant_is_reported_and_the_host_recovers_once_granted() -> Res
     let client = plane.client().await?;
     let ns = plane.namespace("unbound").await?;
     let config = module_config("mirror", ns.name());
-    let token = service_account_token(&client, ns.name()).await?;
+    let token = service_account_token(&client, ns.name(), ACCOUNT).await?;
     let [probes] = free_ports()?.map(|port| format!("127.0.0.1:{port}"));
     let host = HostProcess::start_in_cluster(
         ns.name(),
