@@ -1,5 +1,5 @@
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/cache@0.1.0' {
+declare module 'kubewasm:controller/cache@0.2.0' {
   /**
    * The object with this name, or `none` if the cache does not hold it.
    */
@@ -9,6 +9,6 @@ declare module 'kubewasm:controller/cache@0.1.0' {
    * by a label selector. The order is by namespace, then name.
    */
   export function list(kind: Gvk, namespace: string | undefined, labelSelector: string | undefined): Array<string>;
-  export type Gvk = import('kubewasm:controller/types@0.1.0').Gvk;
-  export type Error = import('kubewasm:controller/types@0.1.0').Error;
+  export type Gvk = import('kubewasm:controller/types@0.2.0').Gvk;
+  export type Error = import('kubewasm:controller/types@0.2.0').Error;
 }
