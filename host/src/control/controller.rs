@@ -228,10 +228,15 @@ impl Controller {
         });
         let primary_kind = module.metadata.primary.kind.clone();
         let mut subscriptions = Vec::new();
+        let updates = trigger::Updates {
+            on: module.metadata.reconcile_on,
+            finalizer: module.metadata.finalizer.clone(),
+        };
         for view in &controller.primaries {
             let queue = controller.queue.clone();
+            let updates = updates.clone();
             subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
-                if let Some((key, reason)) = trigger::primary(change) {
+                if let Some((key, reason)) = trigger::primary(change, &updates) {
                     enqueue(&queue, change.initial, key, reason);
                 }
             })));
@@ -840,6 +845,7 @@ mod tests {
             finalizer: None,
             max_concurrency: 2,
             resync: None,
+            reconcile_on: crate::wasm::bindings::types::Changes::ANY,
         }
     }
 

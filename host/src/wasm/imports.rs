@@ -173,11 +173,15 @@ impl CallContext {
         }))
     }
 
+    /// Applies `object` (to its `status` if `status`). With `owned`, the reconciled object
+    /// becomes its controller owner; an existing object that the reconciled object does not
+    /// control is refused (409 `AlreadyExists`) unless `adopt` and nothing controls it.
     async fn apply(
         &self,
         object: String,
         owned: bool,
         force: bool,
+        adopt: bool,
         status: bool,
     ) -> Result<String, CallError> {
         let (kind, namespace, name, mut object) = self.intent(&object)?;
@@ -193,6 +197,7 @@ impl CallContext {
         };
         if owned {
             let reference = self.owner_reference()?;
+            self.may_control(&kind, namespace.as_deref(), &name, &reference, adopt)?;
             let references = object["metadata"]
                 .as_object_mut()
                 .ok_or_else(|| CallError::Invalid("metadata is not an object".into()))?
@@ -214,6 +219,48 @@ impl CallContext {
         };
         self.timed(|backend| async move { backend.apply(request).await })
             .await
+    }
+}
+
+impl CallContext {
+    /// Whether an owned apply may make `reference` the controller of the object `name`, as the
+    /// cache holds it: it does not exist, it is already controlled by `reference`'s object, or
+    /// `adopt` and nothing controls it.
+    fn may_control(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        name: &str,
+        reference: &Value,
+        adopt: bool,
+    ) -> Result<(), CallError> {
+        let Some(existing) = self.env.backend.get(kind, namespace, name)? else {
+            return Ok(());
+        };
+        let existing: Value = serde_json::from_str(&existing)
+            .map_err(|e| CallError::Invalid(format!("cached object is not JSON: {e}")))?;
+        let controller = existing["metadata"]["ownerReferences"]
+            .as_array()
+            .and_then(|references| references.iter().find(|r| r["controller"] == true));
+        let refused = |why: String| CallError::Api {
+            code: 409,
+            reason: "AlreadyExists".into(),
+            message: format!("{} {name} already exists and {why}", describe(kind)),
+        };
+        match controller {
+            Some(controller) if controller["uid"] == reference["uid"] => Ok(()),
+            Some(controller) => Err(refused(format!(
+                "is controlled by {} {}",
+                controller["kind"].as_str().unwrap_or("an object"),
+                controller["name"].as_str().unwrap_or_default()
+            ))),
+            None if adopt => Ok(()),
+            None => Err(refused(format!(
+                "is not controlled by {} {}: apply with `adopt` to take it over",
+                reference["kind"].as_str().unwrap_or_default(),
+                reference["name"].as_str().unwrap_or_default()
+            ))),
+        }
     }
 }
 
@@ -346,9 +393,12 @@ impl writes::Host for CallState {
     ) -> wasmtime::Result<Result<String, types::Error>> {
         let result = match self.write_size("object", &object) {
             Ok(()) => {
-                self.context
-                    .apply(object, options.owned, options.force, false)
-                    .await
+                let writes::ApplyOptions {
+                    owned,
+                    force,
+                    adopt,
+                } = options;
+                self.context.apply(object, owned, force, adopt, false).await
             }
             Err(error) => Err(error),
         };
@@ -358,9 +408,14 @@ impl writes::Host for CallState {
     async fn apply_status(
         &mut self,
         object: String,
+        options: writes::StatusOptions,
     ) -> wasmtime::Result<Result<String, types::Error>> {
         let result = match self.write_size("object", &object) {
-            Ok(()) => self.context.apply(object, false, true, true).await,
+            Ok(()) => {
+                self.context
+                    .apply(object, false, options.force, false, true)
+                    .await
+            }
             Err(error) => Err(error),
         };
         answer(result, &self.context.env, &self.limits, "apply-status")
@@ -632,6 +687,57 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_owned_apply_takes_over_an_existing_object_only_when_asked_and_never_from_another_controller()
+     {
+        let runtime = Runtime::new().unwrap();
+        let controller = |uid: &str| {
+            serde_json::json!([{ "apiVersion": "v1", "kind": "ConfigMap", "name": uid,
+                                 "uid": uid, "controller": true }])
+        };
+        let existing = |name: &str, owners: serde_json::Value| {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": name, "namespace": NAMESPACE, "uid": name,
+                              "ownerReferences": owners },
+            })
+        };
+        let backend = Arc::new(FixtureBackend::new(vec![
+            existing("foreign", serde_json::json!([])),
+            existing("taken", controller("other")),
+            existing("ours", controller("uid")),
+        ]));
+        let mut store = store(&runtime, backend.clone());
+        let state = store.data_mut();
+        let apply = async |state: &mut CallState, name: &str, adopt: bool| {
+            let object = serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name },
+            });
+            let options = writes::ApplyOptions {
+                owned: true,
+                force: true,
+                adopt,
+            };
+            match writes::Host::apply(state, object.to_string(), options).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(types::Error::Api(status))) => Err((status.code, status.reason)),
+                other => panic!("{name}: {other:?}"),
+            }
+        };
+        let refused = Err((409, "AlreadyExists".to_owned()));
+        assert_eq!(apply(state, "foreign", false).await, refused);
+        assert_eq!(apply(state, "taken", false).await, refused);
+        assert_eq!(apply(state, "taken", true).await, refused);
+        assert!(
+            backend.take_writes().is_empty(),
+            "a refused apply is not sent"
+        );
+        assert_eq!(apply(state, "foreign", true).await, Ok(()));
+        assert_eq!(apply(state, "ours", false).await, Ok(()));
+        assert_eq!(apply(state, "new", false).await, Ok(()));
+        assert_eq!(backend.take_writes().len(), 3);
+    }
+
+    #[tokio::test]
     async fn a_write_over_the_cap_is_invalid_and_not_sent() {
         let runtime = Runtime::new().unwrap();
         let backend = Arc::new(FixtureBackend::default());
@@ -640,6 +746,7 @@ mod tests {
         let options = writes::ApplyOptions {
             owned: false,
             force: false,
+            adopt: false,
         };
         let small = config_map_json("small");
         let applied = writes::Host::apply(state, small, options).await;
@@ -648,7 +755,8 @@ mod tests {
         let expected = format!("object of {} bytes exceeds the limit of 1024", large.len());
         let applied = writes::Host::apply(state, large.clone(), options).await;
         assert_eq!(invalid(applied), Some(expected.clone()));
-        let applied = writes::Host::apply_status(state, large).await;
+        let options = writes::StatusOptions { force: false };
+        let applied = writes::Host::apply_status(state, large, options).await;
         assert_eq!(invalid(applied), Some(expected));
         let patch = serde_json::json!({ "data": { "value": "y".repeat(2048) } }).to_string();
         let expected = format!("patch of {} bytes exceeds the limit of 1024", patch.len());

@@ -50,8 +50,8 @@ impl Controller for Mirror {
             "data": { "value": value, "version": VERSION },
         });
         let options = ApplyOptions {
-            owned: true,
             force: false,
+            ..ApplyOptions::default()
         };
         apply(&mirror, options)
             .map_err(|e| ReconcileError::from(e).context("applying the mirror"))?;
