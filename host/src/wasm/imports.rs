@@ -264,6 +264,21 @@ impl CallContext {
     }
 }
 
+/// Refuses a list the guest could not hold in `memory_bytes` (its text and, per object, a
+/// pointer and a length), before the host copies it: a list's copy on the host is bounded by
+/// the guest's memory limit.
+fn fits_in_guest(objects: &[Arc<str>], memory_bytes: usize) -> Result<(), CallError> {
+    let size: usize = objects.iter().map(|json| json.len() + 8).sum();
+    if size <= memory_bytes {
+        return Ok(());
+    }
+    Err(CallError::Invalid(format!(
+        "the list of {} objects takes {size} bytes, more than the guest's memory limit of \
+         {memory_bytes} bytes: narrow it with a namespace or a label selector",
+        objects.len()
+    )))
+}
+
 fn describe(kind: &GroupVersionKind) -> String {
     format!("{}/{}", kind.api_version(), kind.kind)
 }
@@ -379,6 +394,7 @@ impl cache::Host for CallState {
                         .env
                         .backend
                         .list(&kind, namespace.as_deref(), selector.as_ref())?;
+                fits_in_guest(&objects, self.limits.memory_bytes)?;
                 Ok(objects.iter().map(|json| json.to_string()).collect())
             });
         answer(result, &context.env, &self.limits, "list")
@@ -735,6 +751,41 @@ mod tests {
         assert_eq!(apply(state, "ours", false).await, Ok(()));
         assert_eq!(apply(state, "new", false).await, Ok(()));
         assert_eq!(backend.take_writes().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_list_larger_than_the_guests_memory_is_invalid() {
+        let runtime = Runtime::new().unwrap();
+        let objects = (0..64)
+            .map(|i| {
+                serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": { "name": format!("cm-{i}"), "namespace": NAMESPACE },
+                    "data": { "value": "x".repeat(1024) },
+                })
+            })
+            .collect();
+        let backend = Arc::new(FixtureBackend::new(objects));
+        let mut store = store(&runtime, backend);
+        let state = store.data_mut();
+        let list = async |state: &mut CallState| {
+            let kind = types::Gvk::from(config_map());
+            cache::Host::list(state, kind, Some(NAMESPACE.into()), None).await
+        };
+        state.limits.memory_bytes = 1 << 20;
+        assert_eq!(list(state).await.unwrap().unwrap().len(), 64);
+        state.limits.memory_bytes = 32 << 10;
+        let message = invalid(list(state).await.map(|r| r.map(|_| String::new())));
+        assert!(
+            message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("the list of 64 objects takes")
+                    && m.ends_with(
+                        "more than the guest's memory limit of 32768 bytes: narrow it with \
+                                a namespace or a label selector"
+                    )),
+            "{message:?}"
+        );
     }
 
     #[tokio::test]
