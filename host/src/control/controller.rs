@@ -585,6 +585,7 @@ impl Controller {
             namespace: key.namespace.clone(),
             name: key.name.clone(),
             uid: object.as_ref().and_then(|o| o.uid.clone()),
+            deleting: object.as_ref().is_some_and(|o| o.deleting),
         };
         let result = dispatch::call(
             &self.runtime,

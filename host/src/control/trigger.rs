@@ -20,7 +20,9 @@ pub struct Updates {
 
 impl Updates {
     /// Whether the update from `old` to `new` is reconciled: it changes what the guest named,
-    /// starts the deletion, or leaves a live object without the guest's finalizer.
+    /// replaces the object by a new one of the same name (a relist after the watch missed a
+    /// deletion and a creation), starts the deletion, or leaves a live object without the
+    /// guest's finalizer.
     fn matter(&self, old: &CachedObject, new: &CachedObject) -> bool {
         let metadata = |object: &CachedObject, field: &str| object.value["metadata"][field].clone();
         let empty_as_none = |value: serde_json::Value| {
@@ -30,6 +32,7 @@ impl Updates {
                 .cloned()
         };
         self.on.contains(Changes::ANY)
+            || old.uid != new.uid
             || old.deleting != new.deleting
             || self
                 .finalizer
@@ -226,6 +229,9 @@ mod tests {
         let mut emptied = base.clone();
         emptied["annotations"] = json!({});
         let emptied = site(emptied, "t1");
+        let mut recreated = base.clone();
+        recreated["uid"] = json!("another");
+        let recreated = site(recreated, "t1");
 
         let reconciled = |on: Changes, new: &Arc<CachedObject>| {
             let updates = Updates {
@@ -246,6 +252,7 @@ mod tests {
         // What the host acts on whatever the guest named.
         assert!(reconciled(Changes::empty(), &deleting));
         assert!(reconciled(Changes::empty(), &stripped));
+        assert!(reconciled(Changes::empty(), &recreated));
         assert!(!reconciled(Changes::empty(), &spec));
     }
 

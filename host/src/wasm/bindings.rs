@@ -21,8 +21,8 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-/// Contract 0.1.0: `apply-status` is always forced, owned applies adopt any existing object, and
-/// every update of a primary object is reconciled.
+/// Contract 0.1.0: `apply-status` is always forced, owned applies adopt an existing object that
+/// nothing controls, and every update of a primary object is reconciled.
 pub mod v0_1 {
     wasmtime::component::bindgen!({
         path: "../wit/0.1.0",
@@ -50,12 +50,11 @@ pub enum GuestPre<T: 'static> {
 
 impl<T: Send + 'static> GuestPre<T> {
     /// Checks the component's exports against the version whose `guest` interface it exports:
-    /// 0.1.0 if it exports that one, else the current version.
+    /// the current one if it exports it, else 0.1.0 if it exports that, else the current one
+    /// (whose error names what is missing).
     pub fn new(pre: InstancePre<T>) -> wasmtime::Result<Self> {
-        let earlier = pre
-            .component()
-            .get_export_index(None, GUEST_INTERFACE_0_1)
-            .is_some();
+        let exports = |name| pre.component().get_export_index(None, name).is_some();
+        let earlier = !exports(GUEST_INTERFACE) && exports(GUEST_INTERFACE_0_1);
         Ok(if earlier {
             Self::V0_1(v0_1::ControllerPre::new(pre)?)
         } else {

@@ -225,7 +225,7 @@ impl CallContext {
 impl CallContext {
     /// Whether an owned apply may make `reference` the controller of the object `name`, as the
     /// cache holds it: it does not exist, it is already controlled by `reference`'s object, or
-    /// `adopt` and nothing controls it.
+    /// `adopt`, nothing controls it and neither it nor the reconciled object is being deleted.
     fn may_control(
         &self,
         kind: &GroupVersionKind,
@@ -242,6 +242,7 @@ impl CallContext {
         let controller = existing["metadata"]["ownerReferences"]
             .as_array()
             .and_then(|references| references.iter().find(|r| r["controller"] == true));
+        let terminating = |object: &Value| !object["metadata"]["deletionTimestamp"].is_null();
         let refused = |why: String| CallError::Api {
             code: 409,
             reason: "AlreadyExists".into(),
@@ -254,6 +255,17 @@ impl CallContext {
                 controller["kind"].as_str().unwrap_or("an object"),
                 controller["name"].as_str().unwrap_or_default()
             ))),
+            // As controller-runtime's adoption: neither side may be going away.
+            None if adopt && terminating(&existing) => {
+                Err(refused("is being deleted: it is not adopted".into()))
+            }
+            None if adopt && self.scope.as_ref().is_some_and(|s| s.deleting) => {
+                Err(refused(format!(
+                    "is not controlled by {} {}, which is being deleted and adopts nothing",
+                    reference["kind"].as_str().unwrap_or_default(),
+                    reference["name"].as_str().unwrap_or_default()
+                )))
+            }
             None if adopt => Ok(()),
             None => Err(refused(format!(
                 "is not controlled by {} {}: apply with `adopt` to take it over",
@@ -675,6 +687,7 @@ mod tests {
                 namespace: Some(NAMESPACE.into()),
                 name: "source".into(),
                 uid: Some("uid".into()),
+                deleting: false,
             }),
         };
         let limits = Limits {
@@ -703,7 +716,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_owned_apply_takes_over_an_existing_object_only_when_asked_and_never_from_another_controller()
+    async fn an_owned_apply_adopts_only_when_asked_and_never_from_another_controller_or_while_deleting()
      {
         let runtime = Runtime::new().unwrap();
         let controller = |uid: &str| {
@@ -717,10 +730,13 @@ mod tests {
                               "ownerReferences": owners },
             })
         };
+        let mut leaving = existing("leaving", serde_json::json!([]));
+        leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
         let backend = Arc::new(FixtureBackend::new(vec![
             existing("foreign", serde_json::json!([])),
             existing("taken", controller("other")),
             existing("ours", controller("uid")),
+            leaving,
         ]));
         let mut store = store(&runtime, backend.clone());
         let state = store.data_mut();
@@ -743,6 +759,10 @@ mod tests {
         assert_eq!(apply(state, "foreign", false).await, refused);
         assert_eq!(apply(state, "taken", false).await, refused);
         assert_eq!(apply(state, "taken", true).await, refused);
+        assert_eq!(apply(state, "leaving", true).await, refused);
+        state.context.scope.as_mut().unwrap().deleting = true;
+        assert_eq!(apply(state, "foreign", true).await, refused);
+        state.context.scope.as_mut().unwrap().deleting = false;
         assert!(
             backend.take_writes().is_empty(),
             "a refused apply is not sent"

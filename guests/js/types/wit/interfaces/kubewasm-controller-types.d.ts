@@ -54,9 +54,9 @@ declare module 'kubewasm:controller/types@0.2.0' {
   }
   /**
    * Which parts of a primary object an update must change to enqueue its key. Whatever is
-   * set, the key is enqueued when the object is created or deleted, when its deletion starts,
-   * when it lacks the guest's finalizer, on resync and on reload, and when an owned or watched
-   * object maps to it. An update that changes none of the set parts is not reconciled, so a
+   * set, the key is enqueued when the object is created (or replaced by a new object of the
+   * same name) or deleted, when its deletion starts, when a live object lacks the guest's
+   * finalizer, on resync and on reload, and when an owned or watched object maps to it. An update that changes none of the set parts is not reconciled, so a
    * guest that writes a timestamp into its primary's status does not reconcile it again.
    */
   export interface Changes {

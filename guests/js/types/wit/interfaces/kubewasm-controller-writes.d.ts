@@ -40,7 +40,9 @@ declare module 'kubewasm:controller/writes@0.2.0' {
      * With `owned`: take control of an existing object that has no controller owner.
      * Without it, an owned apply to an existing object that the reconciled object does not
      * control fails with an `api` error of code 409 and reason `AlreadyExists`, and nothing
-     * is sent. An object controlled by another owner is never taken over.
+     * is sent. An object controlled by another owner, or being deleted, is not taken over,
+     * nor is anything while the reconciled object is being deleted. The existing object is
+     * looked up in the host's cache, which may lag a creation by someone else.
      */
     adopt: boolean,
   }
