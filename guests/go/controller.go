@@ -143,6 +143,10 @@ func (a adapter) Metadata() wit.ControllerMetadata {
 	if m.Resync > 0 {
 		out.ResyncSeconds = uint32(min(max(m.Resync/time.Second, 1), math.MaxUint32))
 	}
+	out.ReconcileOn = uint8(m.ReconcileOn & knownChanges)
+	if out.ReconcileOn == 0 {
+		out.ReconcileOn = wit.ChangesAny
+	}
 	return out
 }
 

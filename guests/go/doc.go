@@ -1,5 +1,5 @@
 // Package guest is the Go SDK for kubewasm controller guests: Kubernetes controllers compiled
-// to WebAssembly components of the kubewasm:controller@0.1.0 world (wit/controller.wit).
+// to WebAssembly components of the kubewasm:controller@0.2.0 world (wit/controller.wit).
 //
 // A guest implements [Controller] and registers it with [Export] from an init function of
 // package main:
@@ -26,6 +26,9 @@
 //   - Reads ([Get], [List]) come from the host's informer cache and never reach the API server.
 //   - Writes ([Apply], [PatchMerge], [Delete], ...) are executed by the host with the field
 //     manager kubewasm-<name>; an apply that would change nothing is not sent.
+//   - An owned [Apply] never takes over an existing object the reconciled object does not
+//     control, unless [ApplyOptions.Adopt] asks to adopt one without a controller owner.
+//   - With [Metadata.WithReconcileOn] only the chosen updates of a primary object enqueue it.
 //   - With [Metadata.WithFinalizer] the host adds and removes the finalizer itself.
 //
 // Host calls panic outside the host (any GOOS but wasip1), so native unit tests cover pure

@@ -62,9 +62,17 @@ func (e *Error) Transient() bool {
 	}
 }
 
-func statusCode(err error) int {
+// apiFailure is the APIFailure err is or wraps, or nil.
+func apiFailure(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) && e.Kind == APIFailure {
+		return e
+	}
+	return nil
+}
+
+func statusCode(err error) int {
+	if e := apiFailure(err); e != nil {
 		return e.Code
 	}
 	return 0
@@ -79,6 +87,14 @@ func IsNotFound(err error) bool {
 // a failed precondition (uid, resourceVersion) or an object that already exists.
 func IsConflict(err error) bool {
 	return statusCode(err) == 409
+}
+
+// IsAlreadyExists reports whether err is (or wraps) a 409 with reason AlreadyExists: a create
+// of an object that exists, or an owned [Apply] refused because the object exists and is not
+// controlled by the reconciled object (see [ApplyOptions.Adopt]).
+func IsAlreadyExists(err error) bool {
+	e := apiFailure(err)
+	return e != nil && e.Code == 409 && e.Reason == "AlreadyExists"
 }
 
 // IgnoreNotFound returns nil for a 404 and err otherwise, e.g.

@@ -20,6 +20,10 @@ func TestClassifiesAPIStatuses(t *testing.T) {
 	}{
 		{"404 is not found", IsNotFound(wrapped), true},
 		{"409 is a conflict", IsConflict(api(409, "Conflict")), true},
+		{"a refused adoption already exists", IsAlreadyExists(fmt.Errorf("x: %w", api(409, "AlreadyExists"))), true},
+		{"a refused adoption is a conflict", IsConflict(api(409, "AlreadyExists")), true},
+		{"a conflict does not already exist", IsAlreadyExists(api(409, "Conflict")), false},
+		{"a denial does not already exist", IsAlreadyExists(&Error{Kind: Denied, Reason: "AlreadyExists"}), false},
 		{"409 is not not found", IsNotFound(api(409, "Conflict")), false},
 		{"409 is transient", IsTransient(api(409, "Conflict")), true},
 		{"503 is transient", IsTransient(api(503, "ServiceUnavailable")), true},

@@ -3,6 +3,8 @@ package guest
 import (
 	"strings"
 	"time"
+
+	"kubewasm.dev/guest/internal/wit"
 )
 
 // GVK is a Kubernetes kind: its API group ("" for the core group), version and kind.
@@ -108,6 +110,27 @@ type Watch struct {
 	Mapping   Mapping
 }
 
+// Changes is a set of parts of a primary object, combined with |: an update of the object
+// enqueues its key only if it changes one of them. Whatever the set, the key is enqueued when
+// the object is created or deleted, when its deletion starts, when it lacks the controller's
+// finalizer, on resync and on reload, and when an owned or watched object maps to it.
+type Changes uint8
+
+const (
+	// ReconcileOnGeneration: metadata.generation changed, which for a kind with a status
+	// subresource means the spec changed. Kinds without a generation never match.
+	ReconcileOnGeneration = Changes(wit.ChangesGeneration)
+	// ReconcileOnLabels: metadata.labels changed.
+	ReconcileOnLabels = Changes(wit.ChangesLabels)
+	// ReconcileOnAnnotations: metadata.annotations changed.
+	ReconcileOnAnnotations = Changes(wit.ChangesAnnotations)
+	// ReconcileOnAny: anything changed, status and finalizers included; every update matches.
+	ReconcileOnAny = Changes(wit.ChangesAny)
+)
+
+// knownChanges are the bits of Changes the contract defines.
+const knownChanges = ReconcileOnGeneration | ReconcileOnLabels | ReconcileOnAnnotations | ReconcileOnAny
+
 // Metadata is what a controller declares about itself; the host reads it once per loaded
 // module. Build it with [NewMetadata] and the With* methods, which return modified copies.
 type Metadata struct {
@@ -129,10 +152,13 @@ type Metadata struct {
 	// Resync, when positive, enqueues every primary object again after this long without a
 	// change (whole seconds, at least one).
 	Resync time.Duration
+	// ReconcileOn is which updates of a primary object enqueue its key; zero means
+	// [ReconcileOnAny], every update. Bits other than the ReconcileOn* constants are ignored.
+	ReconcileOn Changes
 }
 
 // NewMetadata declares a controller named name reconciling primary, with no owned or watched
-// kinds, no finalizer, a concurrency of 1 and no resync.
+// kinds, no finalizer, a concurrency of 1, no resync, reconciling on every update.
 func NewMetadata(name string, primary Selection) Metadata {
 	return Metadata{Name: name, Primary: primary, MaxConcurrency: 1}
 }
@@ -164,5 +190,13 @@ func (m Metadata) WithMaxConcurrency(n uint32) Metadata {
 // WithResync enqueues every primary object again after period without a change.
 func (m Metadata) WithResync(period time.Duration) Metadata {
 	m.Resync = period
+	return m
+}
+
+// WithReconcileOn sets which updates of a primary object enqueue its key, e.g.
+// ReconcileOnGeneration|ReconcileOnLabels to ignore updates of the status alone (0 restores the
+// default, [ReconcileOnAny]).
+func (m Metadata) WithReconcileOn(changes Changes) Metadata {
+	m.ReconcileOn = changes
 	return m
 }

@@ -3,6 +3,8 @@ package guest
 import (
 	"testing"
 	"time"
+
+	"kubewasm.dev/guest/internal/wit"
 )
 
 func TestAPIVersionsRoundTrip(t *testing.T) {
@@ -40,8 +42,36 @@ func TestMetadataBuilder(t *testing.T) {
 	if raw.Finalizer != "a.io/cleanup" {
 		t.Fatalf("finalizer: %q", raw.Finalizer)
 	}
+	if raw.ReconcileOn != wit.ChangesAny {
+		t.Fatalf("reconcile-on defaults to %04b", raw.ReconcileOn)
+	}
 	if (ObjectKey{"ns", "n"}).String() != "ns/n" || (ObjectKey{Name: "n"}).String() != "n" {
 		t.Fatal("ObjectKey.String")
+	}
+}
+
+func TestReconcileOnIsTheFlagsOfTheWorld(t *testing.T) {
+	base := NewMetadata("x", Select(KindOf("v1", "ConfigMap")))
+	checks := []struct {
+		changes Changes
+		want    uint8
+	}{
+		{ReconcileOnGeneration, 0b0001},
+		{ReconcileOnLabels, 0b0010},
+		{ReconcileOnAnnotations, 0b0100},
+		{ReconcileOnAny, 0b1000},
+		{ReconcileOnGeneration | ReconcileOnAnnotations, 0b0101},
+		{0, 0b1000},
+		{ReconcileOnLabels | 0b1_0000, 0b0010},
+	}
+	for _, check := range checks {
+		raw := adapter{static(base.WithReconcileOn(check.changes))}.Metadata()
+		if raw.ReconcileOn != check.want {
+			t.Errorf("%04b: got %04b, want %04b", check.changes, raw.ReconcileOn, check.want)
+		}
+	}
+	if raw := (adapter{static(Metadata{Name: "literal", MaxConcurrency: 1})}).Metadata(); raw.ReconcileOn != wit.ChangesAny {
+		t.Errorf("a literal Metadata reconciles on %04b", raw.ReconcileOn)
 	}
 }
 

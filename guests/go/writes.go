@@ -16,16 +16,28 @@ type ApplyOptions struct {
 	Owned bool
 	// Force takes over fields another manager owns instead of failing with a conflict.
 	Force bool
+	// Adopt, with Owned, takes control of an existing object that has no controller owner.
+	// Without it, an owned apply to an existing object that the reconciled object does not
+	// control fails with a 409 AlreadyExists (see [IsAlreadyExists]) and nothing is sent. An
+	// object controlled by another owner is never taken over.
+	Adopt bool
 }
 
 var (
 	// Owned applies an object owned by the object being reconciled, taking over conflicting
-	// fields: what most controllers want.
+	// fields, without adopting an existing object it does not control: what most controllers
+	// want.
 	Owned = ApplyOptions{Owned: true, Force: true}
 	// NotOwned applies an object outside the reconciled object's owner tree, taking over
 	// conflicting fields.
 	NotOwned = ApplyOptions{Force: true}
 )
+
+// StatusOptions are the options of a server-side apply of the status subresource.
+type StatusOptions struct {
+	// Force takes over status fields another manager owns instead of failing with a conflict.
+	Force bool
+}
 
 // Preconditions of a delete; empty fields are not checked.
 type Preconditions struct {
@@ -64,13 +76,23 @@ func Apply(object any, options ApplyOptions) (Object, error) {
 }
 
 // ApplyStatus server-side applies the status subresource of object (apiVersion, kind,
-// metadata.name and status), with the same rules as [Apply].
-func ApplyStatus(object any) (Object, error) {
+// metadata.name and status), with the same rules as [Apply]. It is forced only if one of
+// options asks: by default a status field another manager owns fails with a 409 Conflict.
+func ApplyStatus(object any, options ...StatusOptions) (Object, error) {
 	text, err := encode(object)
 	if err != nil {
 		return nil, err
 	}
-	return decode(wit.ApplyStatus(text))
+	return decode(wit.ApplyStatus(text, statusOptions(options)))
+}
+
+// statusOptions merges the options of an [ApplyStatus]: forced if any of them asks.
+func statusOptions(options []StatusOptions) wit.StatusOptions {
+	var merged wit.StatusOptions
+	for _, o := range options {
+		merged.Force = merged.Force || o.Force
+	}
+	return merged
 }
 
 // Delete deletes an object with background propagation. An object that is already gone yields

@@ -236,11 +236,8 @@ impl Bench {
         let start = Instant::now();
         let result = async {
             let mut store = self.store(kind, scope);
-            let instance = self.module.pre.instantiate_async(&mut store).await?;
-            instance
-                .kubewasm_controller_guest()
-                .call_reconcile(&mut store, &request)
-                .await
+            let instance = self.module.pre.instantiate(&mut store).await?;
+            instance.reconcile(&mut store, &request, false).await
         }
         .await;
         let elapsed = start.elapsed();
@@ -258,7 +255,7 @@ impl Bench {
         let mut store = self.store(kind, scope);
         self.module
             .pre
-            .instantiate_async(&mut store)
+            .instantiate(&mut store)
             .await
             .expect("the guest instantiates");
         drop(store);

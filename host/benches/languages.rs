@@ -200,13 +200,12 @@ async fn measure(language: &str, wasm: PathBuf) -> Row {
         let mut store = runtime.store(context(), &limits);
         let instance = module
             .pre
-            .instantiate_async(&mut store)
+            .instantiate(&mut store)
             .await
             .expect("the guest instantiates");
         let instantiated = store.data().memory_bytes();
         let result = instance
-            .kubewasm_controller_guest()
-            .call_reconcile(&mut store, &resync_request(&backend, &scope))
+            .reconcile(&mut store, &resync_request(&backend, &scope), false)
             .await;
         assert!(result.is_ok(), "{language}: reconcile trapped: {result:?}");
         assert_status_only(language, &backend);
@@ -223,7 +222,7 @@ async fn measure(language: &str, wasm: PathBuf) -> Row {
             let mut store = runtime.store(context(), &limits);
             module
                 .pre
-                .instantiate_async(&mut store)
+                .instantiate(&mut store)
                 .await
                 .expect("the guest instantiates");
             store

@@ -75,7 +75,8 @@ async fn exercise(client: &Client, namespace: &str, host: &HostProcess) -> Resul
         let failures = host
             .log()
             .lines()
-            .filter(|l| l.contains("reconcile failed") && l.contains("409") && l.contains(&key))
+            .filter(|l| l.contains("reconcile failed") && l.contains("409 Conflict"))
+            .filter(|l| l.contains(&key))
             .count();
         Ok((failures >= 3).then_some(()))
     })

@@ -10,7 +10,7 @@ import * as log from "./log.js";
 /**
  * @typedef {import("./kinds.js").Gvk} Gvk
  * @typedef {import("./kinds.js").ObjectKey} ObjectKey
- * @typedef {import("kubewasm:controller/types@0.1.0").Reason} Reason why a key was queued:
+ * @typedef {import("kubewasm:controller/types@0.2.0").Reason} Reason why a key was queued:
  *   `added`, `changed`, `deleted`, `owned-changed`, `watched-changed`, `resync`, `requeue` or
  *   `reload`
  *
@@ -28,8 +28,8 @@ import * as log from "./log.js";
  *
  * @typedef {object} Controller
  * @property {Metadata | (() => Metadata)} metadata the declaration (a {@link Metadata} or the
- *   WIT `controller-metadata` record), read once when the module is loaded; must not depend on
- *   anything but the module
+ *   WIT `controller-metadata` record, whose `reconcileOn` defaults to `{any: true}`), read once
+ *   when the module is loaded; must not depend on anything but the module
  * @property {(request: Request) => Action | void} reconcile brings the world in line with the
  *   primary object; throws to fail (see `ReconcileError.from`)
  * @property {(request: Request) => Action | void} [finalize] cleans up before a primary object
@@ -64,10 +64,15 @@ export function requeueAfter(milliseconds) {
 export function defineController(controller) {
   const { reconcile, finalize = () => undefined, mapKeys = () => [] } = controller;
   return {
+    /** @returns {import("kubewasm:controller/types@0.2.0").ControllerMetadata} */
     metadata() {
       const metadata =
         typeof controller.metadata === "function" ? controller.metadata() : controller.metadata;
-      return metadata instanceof Metadata ? metadata.toWit() : metadata;
+      if (metadata instanceof Metadata) {
+        return metadata.toWit();
+      }
+      const record = /** @type {any} */ (metadata);
+      return { ...record, reconcileOn: record.reconcileOn ?? { any: true } };
     },
     /** @param {any} raw */
     reconcile(raw) {

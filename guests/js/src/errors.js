@@ -75,6 +75,15 @@ export class HostError extends Error {
   }
 
   /**
+   * The API server answered 409 `AlreadyExists`: the object exists, or an owned `apply` was
+   * refused because the object exists and the reconciled object does not control it (see the
+   * `adopt` option of `apply`).
+   */
+  get isAlreadyExists() {
+    return this.code === 409 && this.status?.reason === "AlreadyExists";
+  }
+
+  /**
    * Whether retrying the same call later may succeed: `false` for `denied`, `invalid`, `json`
    * and API statuses of a bad request (400, 405, 406, 413, 415, 422); `true` otherwise.
    */

@@ -35,6 +35,7 @@ export {
 } from "./errors.js";
 export { recordEvent } from "./events.js";
 export {
+  CHANGES,
   Mapping,
   Metadata,
   apiVersionOf,

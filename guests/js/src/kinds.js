@@ -8,7 +8,16 @@
  * @typedef {{namespace?: string, name: string}} ObjectKey
  * @typedef {{kind: Gvk, namespace?: string, labelSelector?: string}} Selection
  * @typedef {{tag: "owner"} | {tag: "label", val: string} | {tag: "guest"}} Mapping
+ * @typedef {"generation" | "labels" | "annotations" | "any"} Change a part of a primary object
+ *   whose update enqueues its key: `metadata.generation` (the spec, for kinds with a status
+ *   subresource), `metadata.labels`, `metadata.annotations`, or anything at all
  */
+
+/**
+ * The changes {@link Metadata#reconcileOn} accepts, in the order of the WIT flags `changes`.
+ * @type {readonly Change[]}
+ */
+export const CHANGES = Object.freeze(["generation", "labels", "annotations", "any"]);
 
 /**
  * A kind from its group (`""` for the core group), version and kind.
@@ -101,7 +110,8 @@ function toSelection(kindOrSelection) {
  * new Metadata("podset", podsetKind).owns(podKind).watch(podKind, Mapping.guest).maxConcurrency(4)
  * ```
  *
- * Defaults: no owned or watched kinds, no finalizer, a concurrency of 1 and no resync.
+ * Defaults: no owned or watched kinds, no finalizer, a concurrency of 1, no resync, and every
+ * update of a primary object reconciles it.
  */
 export class Metadata {
   /**
@@ -121,6 +131,8 @@ export class Metadata {
     this.concurrency = 1;
     /** @type {number | undefined} */
     this.resyncSeconds = undefined;
+    /** @type {Change[]} */
+    this.changes = ["any"];
   }
 
   /**
@@ -171,7 +183,27 @@ export class Metadata {
     return this;
   }
 
-  /** The WIT `controller-metadata` record. */
+  /**
+   * Reconciles a primary object only on updates that change one of `changes`, e.g.
+   * `reconcileOn("generation", "labels")` to ignore updates of the status alone. Creation,
+   * deletion, the start of deletion, a missing finalizer, resync, reload and changes of owned or
+   * watched objects always enqueue it. Throws a `TypeError` for an unknown change or none.
+   * @param {...Change} changes
+   */
+  reconcileOn(...changes) {
+    const unknown = changes.filter((change) => !CHANGES.includes(change));
+    if (unknown.length > 0 || changes.length === 0) {
+      const what = unknown.length > 0 ? `unknown changes ${unknown.join(", ")}` : "no change";
+      throw new TypeError(`reconcileOn: ${what}; use ${CHANGES.join(", ")}`);
+    }
+    this.changes = changes;
+    return this;
+  }
+
+  /**
+   * The WIT `controller-metadata` record.
+   * @returns {import("kubewasm:controller/types@0.2.0").ControllerMetadata}
+   */
   toWit() {
     return {
       name: this.name,
@@ -181,6 +213,9 @@ export class Metadata {
       finalizer: this.finalizerName,
       maxConcurrency: this.concurrency,
       resyncSeconds: this.resyncSeconds,
+      reconcileOn: Object.fromEntries(
+        CHANGES.map((change) => [change, this.changes.includes(change)]),
+      ),
     };
   }
 }

@@ -8,7 +8,8 @@ import { writes } from "./host.js";
 
 /**
  * @typedef {import("./kinds.js").Gvk} Gvk
- * @typedef {{owned?: boolean, force?: boolean}} ApplyOptions
+ * @typedef {{owned?: boolean, force?: boolean, adopt?: boolean}} ApplyOptions
+ * @typedef {{force?: boolean}} StatusOptions
  * @typedef {{uid?: string, resourceVersion?: string}} Preconditions
  */
 
@@ -18,26 +19,33 @@ import { writes } from "./host.js";
  * controller manages. Returns the object as the API server holds it afterwards; an apply that
  * would change nothing is not sent.
  *
- * Options default to `owned: true` (the reconciled object becomes the controller owner) and
- * `force: true` (conflicting fields are taken over); pass `{owned: false}` for objects outside
- * the reconciled object's owner tree.
+ * Options default to `owned: true` (the reconciled object becomes the controller owner),
+ * `force: true` (conflicting fields are taken over) and `adopt: false`; pass `{owned: false}`
+ * for objects outside the reconciled object's owner tree.
+ *
+ * An owned apply to an existing object that the reconciled object does not control throws a
+ * 409 `AlreadyExists` `HostError` (`isAlreadyExists`) and sends nothing, unless `adopt: true`
+ * and the object has no controller owner: then the reconciled object takes control of it. An
+ * object controlled by another owner is never taken over.
  *
  * @param {object} object
  * @param {ApplyOptions} [options]
  * @returns {any}
  */
-export function apply(object, { owned = true, force = true } = {}) {
-  return parseJson(call(() => writes.apply(JSON.stringify(object), { owned, force })));
+export function apply(object, { owned = true, force = true, adopt = false } = {}) {
+  return parseJson(call(() => writes.apply(JSON.stringify(object), { owned, force, adopt })));
 }
 
 /**
  * Server-side apply of the `status` subresource of `object` (`apiVersion`, `kind`,
- * `metadata.name` and `status`), with the same rules as {@link apply}.
+ * `metadata.name` and `status`), with the same rules as {@link apply}. It is not forced unless
+ * `force: true`: a status field another manager owns throws a 409 `Conflict` `HostError`.
  * @param {object} object
+ * @param {StatusOptions} [options]
  * @returns {any}
  */
-export function applyStatus(object) {
-  return parseJson(call(() => writes.applyStatus(JSON.stringify(object))));
+export function applyStatus(object, { force = false } = {}) {
+  return parseJson(call(() => writes.applyStatus(JSON.stringify(object), { force })));
 }
 
 /**

@@ -18,6 +18,10 @@ test("classifies host errors", () => {
   assert.ok(api(404, "NotFound").isNotFound);
   assert.ok(api(409, "Conflict").isConflict);
   assert.ok(!api(409, "Conflict").isNotFound);
+  assert.ok(!api(409, "Conflict").isAlreadyExists);
+  assert.ok(api(409, "AlreadyExists").isAlreadyExists);
+  assert.ok(api(409, "AlreadyExists").isConflict);
+  assert.ok(!HostError.fromWit({ tag: "denied", val: "AlreadyExists" }).isAlreadyExists);
   assert.ok(api(409, "Conflict").isTransient);
   assert.ok(api(503, "ServiceUnavailable").isTransient);
   assert.ok(!api(422, "Invalid").isTransient);

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
+  CHANGES,
   Mapping,
   Metadata,
   apiVersionOf,
@@ -32,6 +33,7 @@ test("the metadata builder makes the WIT record", () => {
     .finalizer("a.io/cleanup")
     .maxConcurrency(0)
     .resyncEvery(1.5)
+    .reconcileOn("generation", "annotations")
     .toWit();
   assert.deepEqual(metadata, {
     name: "x",
@@ -51,8 +53,25 @@ test("the metadata builder makes the WIT record", () => {
     finalizer: "a.io/cleanup",
     maxConcurrency: 1,
     resyncSeconds: 1,
+    reconcileOn: { generation: true, labels: false, annotations: true, any: false },
   });
   assert.equal(new Metadata("y", thing).toWit().maxConcurrency, 1);
   assert.equal(formatKey({ namespace: "ns", name: "n" }), "ns/n");
   assert.equal(formatKey({ name: "n" }), "n");
+});
+
+test("reconcileOn takes the names of the WIT flags only", () => {
+  const metadata = new Metadata("x", gvk("", "v1", "ConfigMap"));
+  assert.deepEqual(metadata.toWit().reconcileOn, {
+    generation: false,
+    labels: false,
+    annotations: false,
+    any: true,
+  });
+  assert.throws(
+    () => metadata.reconcileOn(/** @type {any} */ ("spec"), "labels"),
+    new TypeError("reconcileOn: unknown changes spec; use generation, labels, annotations, any"),
+  );
+  assert.throws(() => metadata.reconcileOn(), /reconcileOn: no change/);
+  assert.deepEqual(CHANGES, ["generation", "labels", "annotations", "any"]);
 });

@@ -12,7 +12,7 @@
 
 import { createHash } from "node:crypto";
 import { access, readFile, readdir, rename, rm, writeFile } from "node:fs/promises";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import { componentize } from "@bytecodealliance/componentize-js";
@@ -50,8 +50,13 @@ await build({
 
 const digest = createHash("sha256");
 digest.update(await readFile(bundle));
-for (const file of (await readdir(wit)).sort()) {
-  digest.update(file).update(await readFile(join(wit, file)));
+// Every file under wit/, the folders of older contracts included.
+const witFiles = (await readdir(wit, { recursive: true, withFileTypes: true }))
+  .filter((entry) => entry.isFile())
+  .map((entry) => join(entry.parentPath ?? entry.path, entry.name))
+  .sort();
+for (const path of witFiles) {
+  digest.update(relative(wit, path)).update(await readFile(path));
 }
 digest.update(await readFile(join(sdk, "package-lock.json")));
 digest.update(JSON.stringify(DISABLED));

@@ -38,6 +38,7 @@ from .errors import (
 from .events import EventType, event
 from .names import generate_name
 from .types import (
+    CHANGES,
     Gvk,
     Mapping,
     Metadata,
@@ -53,6 +54,7 @@ from .writes import apply, apply_status, delete, patch_json, patch_merge
 __all__ = [
     "Action",
     "ApiError",
+    "CHANGES",
     "Controller",
     "DeniedError",
     "EventType",

@@ -7,7 +7,7 @@ pure Python and works natively."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .errors import ApiError, DeniedError, HostError, InvalidError, UnavailableError
@@ -111,4 +111,13 @@ def metadata(declared: Metadata) -> Any:
         declared.finalizer,
         declared.max_concurrency,
         declared.resync_seconds,
+        _flags(declared.reconcile_on),
     )
+
+
+def _flags(names: Iterable[str]) -> Any:
+    """The WIT flags ``changes`` with ``names`` set."""
+    flags = types.Changes(0)
+    for name in names:
+        flags |= types.Changes[name.upper()]
+    return flags

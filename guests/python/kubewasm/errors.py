@@ -32,6 +32,13 @@ class HostError(Exception):
         resourceVersion) or an object that already exists."""
         return self.status_code == 409
 
+    @property
+    def is_already_exists(self) -> bool:
+        """The API server answered 409 ``AlreadyExists``: the object exists, or an owned
+        :func:`~kubewasm.apply` was refused because the object exists and the reconciled object
+        does not control it (see its ``adopt``)."""
+        return False
+
 
 class ApiError(HostError):
     """The API server refused the request."""
@@ -45,6 +52,10 @@ class ApiError(HostError):
     @property
     def status_code(self) -> int:
         return self.code
+
+    @property
+    def is_already_exists(self) -> bool:
+        return self.code == 409 and self.reason == "AlreadyExists"
 
     @property
     def transient(self) -> bool:  # type: ignore[override]

@@ -4,7 +4,14 @@ WIT records only when they cross into the host."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+
+#: The names ``reconcile_on`` accepts, one per part of a primary object whose update enqueues
+#: its key: ``generation`` (``metadata.generation``: the spec, for kinds with a status
+#: subresource; kinds without a generation never match), ``labels``, ``annotations``, and
+#: ``any`` (every update, status and finalizers included).
+CHANGES = ("generation", "labels", "annotations", "any")
 
 
 @dataclass(frozen=True)
@@ -95,7 +102,9 @@ class Watch:
 class Metadata:
     """What a controller declares: its name (lowercase letters, digits and ``-``; the field
     manager is ``kubewasm-<name>``), the primary kind, owned and watched kinds, a finalizer,
-    the concurrency (at least 1) and a resync period in whole seconds.
+    the concurrency (at least 1), a resync period in whole seconds and which updates of a
+    primary object enqueue it (``reconcile_on``, names from :data:`CHANGES`; every update by
+    default).
 
     Build it with keywords or by chaining::
 
@@ -109,11 +118,13 @@ class Metadata:
     finalizer: str | None = None
     max_concurrency: int = 1
     resync_seconds: int | None = None
+    reconcile_on: Iterable[str] = frozenset({"any"})
 
     def __post_init__(self) -> None:
         if isinstance(self.primary, Gvk):
             self.primary = Selection(self.primary)
         self.max_concurrency = max(1, self.max_concurrency)
+        self.reconcile_on = _changes(self.reconcile_on)
 
     def own(self, kind: Gvk) -> Metadata:
         """Adds a kind this controller creates and owns; a change to one enqueues its
@@ -144,6 +155,26 @@ class Metadata:
         seconds, rounded down, at least 1)."""
         self.resync_seconds = max(1, int(seconds))
         return self
+
+    def with_reconcile_on(self, *changes: str) -> Metadata:
+        """Reconciles a primary object only on updates that change one of ``changes``, e.g.
+        ``with_reconcile_on("generation", "labels")`` to ignore updates of the status alone.
+        Creation, deletion, the start of deletion, a missing finalizer, resync, reload and
+        changes of owned or watched objects always enqueue it. Raises ``ValueError`` for an
+        unknown name or none."""
+        self.reconcile_on = _changes(changes)
+        return self
+
+
+def _changes(changes: Iterable[str]) -> frozenset[str]:
+    """``changes`` (a name or names from :data:`CHANGES`) as a set; raises ``ValueError`` for
+    an unknown name or none."""
+    chosen = frozenset([changes] if isinstance(changes, str) else changes)
+    unknown = sorted(chosen.difference(CHANGES))
+    if unknown or not chosen:
+        what = f"unknown changes {', '.join(unknown)}" if unknown else "no change"
+        raise ValueError(f"reconcile_on: {what}; use {', '.join(CHANGES)}")
+    return chosen
 
 
 class Reason(enum.Enum):

@@ -13,22 +13,30 @@ from .errors import HostError
 from .types import Gvk
 
 
-def apply(obj: dict, *, owned: bool = True, force: bool = True) -> dict:
+def apply(obj: dict, *, owned: bool = True, force: bool = True, adopt: bool = False) -> dict:
     """Server-side apply of ``obj``, which must carry ``apiVersion``, ``kind`` and
     ``metadata.name``; ``metadata.namespace`` defaults to the reconciled object's. Include only
     the fields this controller manages.
 
     ``owned`` makes the reconciled object the controller owner of ``obj``; ``force`` takes over
     fields another manager owns instead of failing with a conflict. Returns the object as the
-    API server holds it afterwards; an apply that would change nothing is not sent."""
-    options = _host.writes.ApplyOptions(owned, force)
+    API server holds it afterwards; an apply that would change nothing is not sent.
+
+    An owned apply to an existing object that the reconciled object does not control raises a
+    409 ``AlreadyExists`` :class:`~kubewasm.ApiError` (see
+    :attr:`~kubewasm.HostError.is_already_exists`) and sends nothing, unless ``adopt`` and the
+    object has no controller owner: then the reconciled object takes control of it. An object
+    controlled by another owner is never taken over."""
+    options = _host.writes.ApplyOptions(owned=owned, force=force, adopt=adopt)
     return json.loads(_host.call(_host.writes.apply, json.dumps(obj), options))
 
 
-def apply_status(obj: dict) -> dict:
+def apply_status(obj: dict, *, force: bool = False) -> dict:
     """Server-side apply of the ``status`` subresource of ``obj`` (``apiVersion``, ``kind``,
-    ``metadata.name`` and ``status``), with the same rules as :func:`apply`."""
-    return json.loads(_host.call(_host.writes.apply_status, json.dumps(obj)))
+    ``metadata.name`` and ``status``), with the same rules as :func:`apply`. It is forced only
+    with ``force``: otherwise a status field another manager owns raises a 409 ``Conflict``."""
+    options = _host.writes.StatusOptions(force=force)
+    return json.loads(_host.call(_host.writes.apply_status, json.dumps(obj), options))
 
 
 def delete(

@@ -13,6 +13,10 @@ def test_classifies_api_statuses():
     assert ApiError(404, "NotFound", "m").is_not_found
     assert ApiError(409, "Conflict", "m").is_conflict
     assert not ApiError(409, "Conflict", "m").is_not_found
+    assert ApiError(409, "AlreadyExists", "m").is_already_exists
+    assert ApiError(409, "AlreadyExists", "m").is_conflict
+    assert not ApiError(409, "Conflict", "m").is_already_exists
+    assert not DeniedError("AlreadyExists").is_already_exists
     assert ApiError(409, "Conflict", "m").transient
     assert ApiError(503, "ServiceUnavailable", "m").transient
     assert not ApiError(422, "Invalid", "m").transient

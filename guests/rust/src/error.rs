@@ -48,6 +48,13 @@ impl Error {
         self.status_code() == Some(409)
     }
 
+    /// A 409 `AlreadyExists`: a create of a name that is taken, or an owned apply of an
+    /// existing object that the reconciled object does not control (see
+    /// [`ApplyOptions::adopt`](crate::ApplyOptions::adopt)).
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, Error::Api(status) if status.code == 409 && status.reason == "AlreadyExists")
+    }
+
     /// Whether retrying the same call later may succeed.
     ///
     /// `false` for [`Error::Denied`], [`Error::Invalid`], [`Error::Json`] and for API statuses

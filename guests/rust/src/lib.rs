@@ -67,14 +67,16 @@ mod types;
 mod writes;
 
 pub use bindings::kubewasm::controller::types::{
-    ApiStatus, ControllerMetadata as Metadata, Gvk, Mapping, ObjectKey, Reason, Selection, Watch,
+    ApiStatus, Changes, ControllerMetadata as Metadata, Gvk, Mapping, ObjectKey, Reason, Selection,
+    Watch,
 };
 pub use controller::{Action, Controller, Request};
 pub use error::{Error, IgnoreNotFound, ReconcileError, Result};
 pub use events::{EventType, event};
 pub use names::generate_name;
 pub use writes::{
-    ApplyOptions, Preconditions, apply, apply_status, delete, patch_json, patch_merge,
+    ApplyOptions, Preconditions, StatusOptions, apply, apply_status, apply_status_with, delete,
+    patch_json, patch_merge,
 };
 
 /// The k8s-openapi crate this SDK was built with (feature `k8s-openapi`), so guests use the same
@@ -85,8 +87,9 @@ pub use k8s_openapi;
 /// The names most guests need: `use kubewasm_guest::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        Action, ApplyOptions, Controller, Error, EventType, Gvk, IgnoreNotFound, Mapping, Metadata,
-        ObjectKey, Preconditions, Reason, ReconcileError, Request, Selection, export_controller,
+        Action, ApplyOptions, Changes, Controller, Error, EventType, Gvk, IgnoreNotFound, Mapping,
+        Metadata, ObjectKey, Preconditions, Reason, ReconcileError, Request, Selection,
+        StatusOptions, export_controller,
     };
 }
 
@@ -96,7 +99,7 @@ pub mod prelude {
 /// `wasm32-wasip2`). The guest crate does not need to depend on `wit-bindgen` itself.
 ///
 /// On non-wasm targets it only checks that the type implements [`Controller`]: the component
-/// export names (`kubewasm:controller/guest@0.1.0#reconcile`) are not valid native symbols, and
+/// export names (`kubewasm:controller/guest@0.2.0#reconcile`) are not valid native symbols, and
 /// leaving them out lets the same crate build natively as a `cdylib` for `cargo test`.
 #[macro_export]
 macro_rules! export_controller {

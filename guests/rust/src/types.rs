@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{Gvk, Mapping, Metadata, ObjectKey, Selection, Watch};
+use crate::{Changes, Gvk, Mapping, Metadata, ObjectKey, Selection, Watch};
 
 impl Gvk {
     /// A kind from its group (`""` for the core group), version and kind.
@@ -110,7 +110,8 @@ impl From<Gvk> for Selection {
 
 impl Metadata {
     /// A controller named `name` (lowercase letters, digits and `-`) reconciling `primary`, with
-    /// no owned or watched kinds, no finalizer, a concurrency of 1 and no resync.
+    /// no owned or watched kinds, no finalizer, a concurrency of 1, no resync, and every update
+    /// of a primary object reconciled.
     pub fn new(name: impl Into<String>, primary: impl Into<Selection>) -> Self {
         Self {
             name: name.into(),
@@ -120,7 +121,19 @@ impl Metadata {
             finalizer: None,
             max_concurrency: 1,
             resync_seconds: None,
+            reconcile_on: Changes::ANY,
         }
+    }
+
+    /// Reconciles an update of a primary object only if it changes one of `changes`, e.g.
+    /// `Changes::GENERATION | Changes::LABELS`. Creation, deletion and the start of a deletion,
+    /// resync, reload, and changes of owned and watched objects are reconciled whatever it
+    /// says; so a guest that writes a timestamp into its primary's status with
+    /// `Changes::GENERATION` does not reconcile it again for that write.
+    #[must_use]
+    pub fn reconcile_on(mut self, changes: Changes) -> Self {
+        self.reconcile_on = changes;
+        self
     }
 
     /// Adds a kind this controller creates and owns; a change to one enqueues its controller

@@ -4,16 +4,20 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::bindings::kubewasm::controller::writes as wit;
-pub use crate::bindings::kubewasm::controller::writes::{ApplyOptions, Preconditions};
+pub use crate::bindings::kubewasm::controller::writes::{
+    ApplyOptions, Preconditions, StatusOptions,
+};
 use crate::{Error, Gvk, Result};
 
 impl Default for ApplyOptions {
-    /// `owned: true, force: true`: the reconciled object becomes the controller owner and
-    /// conflicting fields are taken over.
+    /// `owned: true, force: true, adopt: false`: the reconciled object becomes the controller
+    /// owner and conflicting fields are taken over; an existing object that it does not control
+    /// is refused with [`Error::is_already_exists`].
     fn default() -> Self {
         Self {
             owned: true,
             force: true,
+            adopt: false,
         }
     }
 }
@@ -25,6 +29,30 @@ impl ApplyOptions {
             owned: false,
             ..Self::default()
         }
+    }
+
+    /// Also takes control of an existing object that has no controller owner (an owned apply
+    /// refuses it otherwise). An object controlled by another owner is still refused.
+    #[must_use]
+    pub fn adopt(self) -> Self {
+        Self {
+            adopt: true,
+            ..self
+        }
+    }
+}
+
+impl Default for StatusOptions {
+    /// `force: false`: a status field another manager owns is a conflict, not taken over.
+    fn default() -> Self {
+        Self { force: false }
+    }
+}
+
+impl StatusOptions {
+    /// Takes over status fields another manager owns instead of failing with a conflict.
+    pub fn forced() -> Self {
+        Self { force: true }
     }
 }
 
@@ -73,9 +101,18 @@ pub fn apply<T: Serialize + ?Sized>(object: &T, options: ApplyOptions) -> Result
 }
 
 /// Server-side apply of the `status` subresource of `object` (`apiVersion`, `kind`,
-/// `metadata.name` and `status`), with the same rules as [`apply`].
+/// `metadata.name` and `status`), with the same rules as [`apply`], not forced: a status field
+/// another manager owns fails with a 409 conflict ([`apply_status_with`] can force).
 pub fn apply_status<T: Serialize + ?Sized>(object: &T) -> Result<Value> {
-    from_json(&wit::apply_status(&to_json(object)?)?)
+    apply_status_with(object, StatusOptions::default())
+}
+
+/// [`apply_status`] with `options`.
+pub fn apply_status_with<T: Serialize + ?Sized>(
+    object: &T,
+    options: StatusOptions,
+) -> Result<Value> {
+    from_json(&wit::apply_status(&to_json(object)?, options)?)
 }
 
 /// Deletes an object with background propagation. An object that is already gone yields a

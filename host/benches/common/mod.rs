@@ -39,6 +39,7 @@ fn podset_scope(kind: GroupVersionKind) -> Scope {
         namespace: Some(NAMESPACE.into()),
         name: "web".into(),
         uid: Some(PODSET_UID.into()),
+        deleting: false,
     }
 }
 

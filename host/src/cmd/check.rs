@@ -9,7 +9,6 @@ use kube::api::GroupVersionKind;
 
 use crate::cluster::selection::Selection;
 use crate::config::{Config, ConfigError, ModuleConfig};
-use crate::wasm::bindings::GUEST_INTERFACE;
 use crate::wasm::declaration::{Mapping, Metadata};
 use crate::wasm::module::{self, LoadError};
 use crate::wasm::permissions::{self, Permissions, Requirement};
@@ -83,6 +82,8 @@ pub struct Report {
     pub path: PathBuf,
     /// SHA-256 of its bytes, hex.
     pub digest: String,
+    /// The contract interface it implements, with its version.
+    pub contract: String,
     /// What it declares, validated.
     pub metadata: Metadata,
     /// The configuration entry, when a configuration was given.
@@ -163,6 +164,7 @@ pub async fn check(path: &Path, config: Option<&Path>) -> Result<Report, CheckEr
     Ok(Report {
         path: path.to_owned(),
         digest: module.digest.clone(),
+        contract: module.pre.interface().into(),
         metadata,
         entry,
         required,
@@ -240,7 +242,7 @@ impl fmt::Display for Report {
         let one = |value: String| vec![value];
         field(f, "module", &one(self.path.display().to_string()))?;
         field(f, "sha256", &one(self.digest.clone()))?;
-        field(f, "contract", &one(GUEST_INTERFACE.into()))?;
+        field(f, "contract", &one(self.contract.clone()))?;
         field(f, "name", &one(metadata.name.clone()))?;
         field(f, "primary", &one(selection(&metadata.primary)))?;
         let owns: Vec<String> = metadata.owns.iter().map(kind).collect();

@@ -215,6 +215,7 @@ pub async fn call(
         namespace: namespace.clone(),
         name: name.clone(),
         uid: object["metadata"]["uid"].as_str().map(str::to_owned),
+        deleting: !object["metadata"]["deletionTimestamp"].is_null(),
     };
     let request = types::Request {
         key: types::ObjectKey { namespace, name },

@@ -228,10 +228,15 @@ impl Controller {
         });
         let primary_kind = module.metadata.primary.kind.clone();
         let mut subscriptions = Vec::new();
+        let updates = trigger::Updates {
+            on: module.metadata.reconcile_on,
+            finalizer: module.metadata.finalizer.clone(),
+        };
         for view in &controller.primaries {
             let queue = controller.queue.clone();
+            let updates = updates.clone();
             subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
-                if let Some((key, reason)) = trigger::primary(change) {
+                if let Some((key, reason)) = trigger::primary(change, &updates) {
                     enqueue(&queue, change.initial, key, reason);
                 }
             })));
@@ -580,6 +585,7 @@ impl Controller {
             namespace: key.namespace.clone(),
             name: key.name.clone(),
             uid: object.as_ref().and_then(|o| o.uid.clone()),
+            deleting: object.as_ref().is_some_and(|o| o.deleting),
         };
         let result = dispatch::call(
             &self.runtime,
@@ -840,6 +846,7 @@ mod tests {
             finalizer: None,
             max_concurrency: 2,
             resync: None,
+            reconcile_on: crate::wasm::bindings::types::Changes::ANY,
         }
     }
 

@@ -464,6 +464,7 @@ mod tests {
             finalizer: None,
             max_concurrency: 3,
             resync: Some(Duration::from_secs(600)),
+            reconcile_on: crate::wasm::bindings::types::Changes::ANY,
         }
     }
 

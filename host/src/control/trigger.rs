@@ -6,13 +6,55 @@ use kube::api::GroupVersionKind;
 use kube::core::GroupVersion;
 
 use crate::cluster::cache::{CachedObject, Change, ObjectKey};
-use crate::wasm::bindings::types::Reason;
+use crate::wasm::bindings::types::{Changes, Reason};
 
-/// The key of a changed primary object and why it changed.
-pub fn primary(change: &Change) -> Option<(ObjectKey, Reason)> {
+/// Which updates of a primary object are reconciled.
+#[derive(Debug, Clone)]
+pub struct Updates {
+    /// What the guest declared (`reconcile-on`).
+    pub on: Changes,
+    /// The guest's finalizer: an update that leaves a live object without it is reconciled,
+    /// so the host adds it again.
+    pub finalizer: Option<String>,
+}
+
+impl Updates {
+    /// Whether the update from `old` to `new` is reconciled: it changes what the guest named,
+    /// replaces the object by a new one of the same name (a relist after the watch missed a
+    /// deletion and a creation), starts the deletion, or leaves a live object without the
+    /// guest's finalizer.
+    fn matter(&self, old: &CachedObject, new: &CachedObject) -> bool {
+        let metadata = |object: &CachedObject, field: &str| object.value["metadata"][field].clone();
+        let empty_as_none = |value: serde_json::Value| {
+            value
+                .as_object()
+                .filter(|entries| !entries.is_empty())
+                .cloned()
+        };
+        self.on.contains(Changes::ANY)
+            || old.uid != new.uid
+            || old.deleting != new.deleting
+            || self
+                .finalizer
+                .as_ref()
+                .is_some_and(|finalizer| !new.deleting && !new.finalizers.contains(finalizer))
+            || (self.on.contains(Changes::GENERATION)
+                && metadata(old, "generation") != metadata(new, "generation"))
+            || (self.on.contains(Changes::LABELS) && old.labels != new.labels)
+            || (self.on.contains(Changes::ANNOTATIONS)
+                && empty_as_none(metadata(old, "annotations"))
+                    != empty_as_none(metadata(new, "annotations")))
+    }
+}
+
+/// The key of a changed primary object and why it changed; `None` for an update that `updates`
+/// does not reconcile.
+pub fn primary(change: &Change, updates: &Updates) -> Option<(ObjectKey, Reason)> {
     match (&change.old, &change.new) {
         (None, Some(new)) => Some((new.key(), Reason::Added)),
-        (Some(_), Some(new)) => Some((new.key(), Reason::Changed)),
+        (Some(old), Some(new)) => updates
+            .matter(old, new)
+            .then(|| (new.key(), Reason::Changed)),
         (Some(old), None) => Some((old.key(), Reason::Deleted)),
         (None, None) => None,
     }
@@ -130,9 +172,88 @@ mod tests {
             new: None,
             initial: false,
         };
-        assert_eq!(primary(&added).unwrap().1, Reason::Added);
-        assert_eq!(primary(&changed).unwrap().1, Reason::Changed);
-        assert_eq!(primary(&deleted).unwrap(), (key("p"), Reason::Deleted));
+        let every = Updates {
+            on: Changes::ANY,
+            finalizer: None,
+        };
+        assert_eq!(primary(&added, &every).unwrap().1, Reason::Added);
+        assert_eq!(primary(&changed, &every).unwrap().1, Reason::Changed);
+        assert_eq!(
+            primary(&deleted, &every).unwrap(),
+            (key("p"), Reason::Deleted)
+        );
+    }
+
+    fn site(metadata: serde_json::Value, status: &str) -> Arc<CachedObject> {
+        let mut metadata = metadata;
+        metadata["namespace"] = json!("ns");
+        metadata["name"] = json!("p");
+        Arc::new(CachedObject::new(
+            serde_json::from_value(json!({
+                "apiVersion": "kubewasm.dev/v1", "kind": "Website",
+                "metadata": metadata, "status": { "stamp": status },
+            }))
+            .unwrap(),
+        ))
+    }
+
+    fn update(old: &Arc<CachedObject>, new: &Arc<CachedObject>) -> Change {
+        Change {
+            old: Some(old.clone()),
+            new: Some(new.clone()),
+            initial: false,
+        }
+    }
+
+    #[test]
+    fn an_update_is_reconciled_only_if_it_changes_what_the_guest_named() {
+        let finalizer = "kubewasm.dev/cleanup";
+        let base = json!({ "generation": 1, "labels": { "a": "1" }, "finalizers": [finalizer] });
+        let old = site(base.clone(), "t1");
+        let status_only = site(base.clone(), "t2");
+        let mut spec = base.clone();
+        spec["generation"] = json!(2);
+        let spec = site(spec, "t1");
+        let mut labelled = base.clone();
+        labelled["labels"]["a"] = json!("2");
+        let labelled = site(labelled, "t1");
+        let mut annotated = base.clone();
+        annotated["annotations"] = json!({ "note": "x" });
+        let annotated = site(annotated, "t1");
+        let mut deleting = base.clone();
+        deleting["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let deleting = site(deleting, "t1");
+        let mut stripped = base.clone();
+        stripped["finalizers"] = json!([]);
+        let stripped = site(stripped, "t1");
+        let mut emptied = base.clone();
+        emptied["annotations"] = json!({});
+        let emptied = site(emptied, "t1");
+        let mut recreated = base.clone();
+        recreated["uid"] = json!("another");
+        let recreated = site(recreated, "t1");
+
+        let reconciled = |on: Changes, new: &Arc<CachedObject>| {
+            let updates = Updates {
+                on,
+                finalizer: Some(finalizer.into()),
+            };
+            primary(&update(&old, new), &updates).is_some()
+        };
+        let generation = Changes::GENERATION;
+        assert!(!reconciled(generation, &status_only));
+        assert!(reconciled(generation, &spec));
+        assert!(!reconciled(generation, &labelled));
+        assert!(reconciled(generation | Changes::LABELS, &labelled));
+        assert!(!reconciled(generation | Changes::LABELS, &annotated));
+        assert!(reconciled(Changes::ANNOTATIONS, &annotated));
+        assert!(!reconciled(Changes::ANNOTATIONS, &emptied));
+        assert!(reconciled(Changes::ANY, &status_only));
+        // What the host acts on whatever the guest named.
+        assert!(reconciled(Changes::empty(), &deleting));
+        assert!(reconciled(Changes::empty(), &stripped));
+        assert!(reconciled(Changes::empty(), &recreated));
+        assert!(!reconciled(Changes::empty(), &spec));
     }
 
     #[test]

@@ -74,6 +74,8 @@ pub struct Scope {
     pub name: String,
     /// Uid of the primary object, when it exists.
     pub uid: Option<String>,
+    /// Whether the primary object is being deleted.
+    pub deleting: bool,
 }
 
 /// A server-side apply asked for by a guest, already checked and completed by the host.

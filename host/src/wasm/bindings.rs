@@ -1,9 +1,18 @@
-//! The WIT contract (`wit/controller.wit`) as Rust types: the only `bindgen!` in the host.
+//! The WIT contract as Rust types: the current version (`wit/controller.wit`) and every earlier
+//! version the host still loads (`wit/<version>/`), the only `bindgen!`s in the host.
+//!
+//! The rest of the host speaks the current version. A module is pre-linked as the version whose
+//! `guest` interface it exports ([`GuestPre`]); calls into an earlier version's guest convert
+//! requests and results here, and its imports are served by the current version's (see
+//! [`imports`](crate::wasm::imports)).
 //!
 //! Imports are async (they may call the API server) and trappable (a host failure that is not
 //! the guest's business, such as a deadline, ends the call). Exports are async so that a long
 //! guest computation yields to other tasks at every epoch tick.
 #![allow(missing_docs)]
+
+use wasmtime::AsContextMut;
+use wasmtime::component::InstancePre;
 
 wasmtime::component::bindgen!({
     path: "../wit",
@@ -12,10 +21,142 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
+/// Contract 0.1.0: `apply-status` is always forced, owned applies adopt an existing object that
+/// nothing controls, and every update of a primary object is reconciled.
+pub mod v0_1 {
+    wasmtime::component::bindgen!({
+        path: "../wit/0.1.0",
+        world: "controller",
+        imports: { default: async | trappable },
+        exports: { default: async },
+    });
+
+    pub use self::kubewasm::controller::types;
+}
+
 pub use self::kubewasm::controller::types;
 
-/// The exported interface's name, with the contract version a module must implement.
-pub const GUEST_INTERFACE: &str = "kubewasm:controller/guest@0.1.0";
+/// The exported interface's name, with the contract version a new module implements.
+pub const GUEST_INTERFACE: &str = "kubewasm:controller/guest@0.2.0";
+
+/// The exported interface of contract 0.1.0, which the host still loads.
+pub const GUEST_INTERFACE_0_1: &str = "kubewasm:controller/guest@0.1.0";
+
+/// A pre-linked module, of the contract version whose `guest` interface it exports.
+pub enum GuestPre<T: 'static> {
+    Current(ControllerPre<T>),
+    V0_1(v0_1::ControllerPre<T>),
+}
+
+impl<T: Send + 'static> GuestPre<T> {
+    /// Checks the component's exports against the version whose `guest` interface it exports:
+    /// the current one if it exports it, else 0.1.0 if it exports that, else the current one
+    /// (whose error names what is missing).
+    pub fn new(pre: InstancePre<T>) -> wasmtime::Result<Self> {
+        let exports = |name| pre.component().get_export_index(None, name).is_some();
+        let earlier = !exports(GUEST_INTERFACE) && exports(GUEST_INTERFACE_0_1);
+        Ok(if earlier {
+            Self::V0_1(v0_1::ControllerPre::new(pre)?)
+        } else {
+            Self::Current(ControllerPre::new(pre)?)
+        })
+    }
+
+    /// The `guest` interface the module exports, with its contract version.
+    pub fn interface(&self) -> &'static str {
+        match self {
+            Self::Current(_) => GUEST_INTERFACE,
+            Self::V0_1(_) => GUEST_INTERFACE_0_1,
+        }
+    }
+
+    /// A fresh instance in `store`.
+    pub async fn instantiate(
+        &self,
+        store: impl AsContextMut<Data = T>,
+    ) -> wasmtime::Result<GuestInstance> {
+        Ok(match self {
+            Self::Current(pre) => GuestInstance::Current(pre.instantiate_async(store).await?),
+            Self::V0_1(pre) => GuestInstance::V0_1(pre.instantiate_async(store).await?),
+        })
+    }
+}
+
+/// An instance of a module; its exports take and return the current version's types.
+pub enum GuestInstance {
+    Current(Controller),
+    V0_1(v0_1::Controller),
+}
+
+impl GuestInstance {
+    /// Calls `metadata`. A 0.1.0 guest reconciles on every update of its primary objects.
+    pub async fn metadata<S: AsContextMut<Data: Send>>(
+        &self,
+        store: S,
+    ) -> wasmtime::Result<types::ControllerMetadata> {
+        match self {
+            Self::Current(guest) => guest.kubewasm_controller_guest().call_metadata(store).await,
+            Self::V0_1(guest) => {
+                let declared = guest
+                    .kubewasm_controller_guest()
+                    .call_metadata(store)
+                    .await?;
+                Ok(declared.into())
+            }
+        }
+    }
+
+    /// Calls `reconcile`, or `finalize` if `finalize`.
+    pub async fn reconcile<S: AsContextMut<Data: Send>>(
+        &self,
+        store: S,
+        request: &types::Request,
+        finalize: bool,
+    ) -> wasmtime::Result<Result<types::Outcome, types::ReconcileError>> {
+        match self {
+            Self::Current(guest) => {
+                let guest = guest.kubewasm_controller_guest();
+                if finalize {
+                    guest.call_finalize(store, request).await
+                } else {
+                    guest.call_reconcile(store, request).await
+                }
+            }
+            Self::V0_1(guest) => {
+                let guest = guest.kubewasm_controller_guest();
+                let request = request.clone().into();
+                let result = if finalize {
+                    guest.call_finalize(store, &request).await?
+                } else {
+                    guest.call_reconcile(store, &request).await?
+                };
+                Ok(result.map(Into::into).map_err(Into::into))
+            }
+        }
+    }
+
+    /// Calls `map-keys`.
+    pub async fn map_keys<S: AsContextMut<Data: Send>>(
+        &self,
+        store: S,
+        kind: &types::Gvk,
+        object: &str,
+    ) -> wasmtime::Result<Vec<types::ObjectKey>> {
+        match self {
+            Self::Current(guest) => {
+                let guest = guest.kubewasm_controller_guest();
+                guest.call_map_keys(store, kind, object).await
+            }
+            Self::V0_1(guest) => {
+                let guest = guest.kubewasm_controller_guest();
+                let keys = guest
+                    .call_map_keys(store, &kind.clone().into(), object)
+                    .await?;
+                Ok(keys.into_iter().map(Into::into).collect())
+            }
+        }
+    }
+}
 
 impl From<kube::api::GroupVersionKind> for types::Gvk {
     fn from(kind: kube::api::GroupVersionKind) -> Self {
@@ -30,5 +171,76 @@ impl From<kube::api::GroupVersionKind> for types::Gvk {
 impl From<types::Gvk> for kube::api::GroupVersionKind {
     fn from(kind: types::Gvk) -> Self {
         Self::gvk(&kind.group, &kind.version, &kind.kind)
+    }
+}
+
+/// `From` between two versions' records of the same fields, each converted with `into`.
+macro_rules! same_record {
+    ($from:ident => $to:ident { $($field:ident),* $(,)? }) => {
+        impl From<$from> for $to {
+            fn from(value: $from) -> Self {
+                Self { $($field: value.$field.into()),* }
+            }
+        }
+    };
+}
+
+/// `From` between two versions' enums or variants of the same cases: `unit` cases, then cases
+/// whose payload is converted with `into`.
+macro_rules! same_cases {
+    ($from:ident => $to:ident { $($case:ident),* } { $($payload:ident),* }) => {
+        impl From<$from> for $to {
+            fn from(value: $from) -> Self {
+                match value {
+                    $($from::$case => Self::$case,)*
+                    $($from::$payload(inner) => Self::$payload(inner.into()),)*
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use {same_cases, same_record};
+
+/// Conversions between contract 0.1.0 and the current types, in the directions calls need.
+mod convert_0_1 {
+    use super::types::{
+        Changes, ControllerMetadata, Gvk, Mapping, ObjectKey, Outcome, Reason, ReconcileError,
+        Request, Selection, Watch,
+    };
+    use super::v0_1::types::{
+        ControllerMetadata as OldMetadata, Gvk as OldGvk, Mapping as OldMapping,
+        ObjectKey as OldKey, Outcome as OldOutcome, Reason as OldReason,
+        ReconcileError as OldError, Request as OldRequest, Selection as OldSelection,
+        Watch as OldWatch,
+    };
+
+    same_record!(OldGvk => Gvk { group, version, kind });
+    same_record!(Gvk => OldGvk { group, version, kind });
+    same_record!(OldSelection => Selection { kind, namespace, label_selector });
+    same_record!(OldWatch => Watch { selection, mapping });
+    same_cases!(OldMapping => Mapping { Owner, Guest } { Label });
+    same_record!(OldKey => ObjectKey { namespace, name });
+    same_record!(ObjectKey => OldKey { namespace, name });
+    same_record!(Request => OldRequest { key, reason, attempt, object });
+    same_cases!(Reason => OldReason {
+        Added, Changed, Deleted, OwnedChanged, WatchedChanged, Resync, Requeue, Reload
+    } {});
+    same_cases!(OldOutcome => Outcome { Done } { RequeueAfter });
+    same_cases!(OldError => ReconcileError {} { Transient, Permanent });
+
+    impl From<OldMetadata> for ControllerMetadata {
+        fn from(declared: OldMetadata) -> Self {
+            Self {
+                name: declared.name,
+                primary: declared.primary.into(),
+                owns: declared.owns.into_iter().map(Into::into).collect(),
+                watches: declared.watches.into_iter().map(Into::into).collect(),
+                finalizer: declared.finalizer,
+                max_concurrency: declared.max_concurrency,
+                resync_seconds: declared.resync_seconds,
+                reconcile_on: Changes::ANY,
+            }
+        }
     }
 }

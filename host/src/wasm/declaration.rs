@@ -48,6 +48,8 @@ pub struct Metadata {
     pub max_concurrency: u32,
     /// Period after which every primary object is enqueued again.
     pub resync: Option<Duration>,
+    /// Which updates of a primary object are reconciled.
+    pub reconcile_on: types::Changes,
 }
 
 impl Metadata {
@@ -157,6 +159,7 @@ pub fn validate(declared: types::ControllerMetadata) -> Result<Metadata, String>
         resync: declared
             .resync_seconds
             .map(|s| Duration::from_secs(s.into())),
+        reconcile_on: declared.reconcile_on,
     })
 }
 
@@ -197,6 +200,7 @@ mod tests {
             finalizer: None,
             max_concurrency,
             resync_seconds,
+            reconcile_on: types::Changes::ANY,
         }
     }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use wasmtime::Store;
 
 use crate::wasm::backend::{LogLine, Scope};
-use crate::wasm::bindings::exports::kubewasm::controller::guest::Guest;
+use crate::wasm::bindings::GuestInstance;
 use crate::wasm::bindings::kubewasm::controller::log::Level;
 use crate::wasm::bindings::types;
 use crate::wasm::env::{CallContext, GuestEnv};
@@ -71,9 +71,9 @@ pub async fn call(
     entry: Entry,
     request: types::Request,
 ) -> Result<Outcome, Failure> {
-    let export = async |guest: &Guest, store: &mut Store<CallState>| match entry {
-        Entry::Reconcile => guest.call_reconcile(store, &request).await,
-        Entry::Finalize => guest.call_finalize(store, &request).await,
+    let finalize = entry == Entry::Finalize;
+    let export = async |guest: &GuestInstance, store: &mut Store<CallState>| {
+        guest.reconcile(store, &request, finalize).await
     };
     let result = in_fresh_instance(runtime, module, env, limits, Some(scope), export).await;
     let cut = |message| truncate(message, limits.error_bytes);
@@ -97,8 +97,8 @@ pub async fn map_keys(
     kind: types::Gvk,
     object: &str,
 ) -> Result<Vec<types::ObjectKey>, Failure> {
-    let export = async |guest: &Guest, store: &mut Store<CallState>| {
-        guest.call_map_keys(store, &kind, object).await
+    let export = async |guest: &GuestInstance, store: &mut Store<CallState>| {
+        guest.map_keys(store, &kind, object).await
     };
     let mut keys = in_fresh_instance(runtime, module, env, limits, None, export).await?;
     if keys.len() > limits.map_keys {
@@ -119,7 +119,7 @@ async fn in_fresh_instance<T>(
     env: &Arc<GuestEnv>,
     limits: &Limits,
     scope: Option<Scope>,
-    export: impl AsyncFnOnce(&Guest, &mut Store<CallState>) -> wasmtime::Result<T>,
+    export: impl AsyncFnOnce(&GuestInstance, &mut Store<CallState>) -> wasmtime::Result<T>,
 ) -> Result<T, Failure> {
     // Held until the store is dropped; waiting for it does not count against the deadline.
     let _slot = runtime.slot().await;
@@ -131,10 +131,10 @@ async fn in_fresh_instance<T>(
     let mut store = runtime.store(context, limits);
     let mut instantiated = None;
     let result = within_deadline(limits, start, async {
-        let instance = module.pre.instantiate_async(&mut store).await?;
+        let instance = module.pre.instantiate(&mut store).await?;
         instantiated = Some(Instant::now());
         env.times.instantiate.observe(start.elapsed());
-        export(instance.kubewasm_controller_guest(), &mut store).await
+        export(&instance, &mut store).await
     })
     .await;
     if let Some(instantiated) = instantiated {

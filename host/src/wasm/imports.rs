@@ -173,11 +173,15 @@ impl CallContext {
         }))
     }
 
+    /// Applies `object` (to its `status` if `status`). With `owned`, the reconciled object
+    /// becomes its controller owner; an existing object that the reconciled object does not
+    /// control is refused (409 `AlreadyExists`) unless `adopt` and nothing controls it.
     async fn apply(
         &self,
         object: String,
         owned: bool,
         force: bool,
+        adopt: bool,
         status: bool,
     ) -> Result<String, CallError> {
         let (kind, namespace, name, mut object) = self.intent(&object)?;
@@ -193,6 +197,7 @@ impl CallContext {
         };
         if owned {
             let reference = self.owner_reference()?;
+            self.may_control(&kind, namespace.as_deref(), &name, &reference, adopt)?;
             let references = object["metadata"]
                 .as_object_mut()
                 .ok_or_else(|| CallError::Invalid("metadata is not an object".into()))?
@@ -215,6 +220,75 @@ impl CallContext {
         self.timed(|backend| async move { backend.apply(request).await })
             .await
     }
+}
+
+impl CallContext {
+    /// Whether an owned apply may make `reference` the controller of the object `name`, as the
+    /// cache holds it: it does not exist, it is already controlled by `reference`'s object, or
+    /// `adopt`, nothing controls it and neither it nor the reconciled object is being deleted.
+    fn may_control(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        name: &str,
+        reference: &Value,
+        adopt: bool,
+    ) -> Result<(), CallError> {
+        let Some(existing) = self.env.backend.get(kind, namespace, name)? else {
+            return Ok(());
+        };
+        let existing: Value = serde_json::from_str(&existing)
+            .map_err(|e| CallError::Invalid(format!("cached object is not JSON: {e}")))?;
+        let controller = existing["metadata"]["ownerReferences"]
+            .as_array()
+            .and_then(|references| references.iter().find(|r| r["controller"] == true));
+        let terminating = |object: &Value| !object["metadata"]["deletionTimestamp"].is_null();
+        let refused = |why: String| CallError::Api {
+            code: 409,
+            reason: "AlreadyExists".into(),
+            message: format!("{} {name} already exists and {why}", describe(kind)),
+        };
+        match controller {
+            Some(controller) if controller["uid"] == reference["uid"] => Ok(()),
+            Some(controller) => Err(refused(format!(
+                "is controlled by {} {}",
+                controller["kind"].as_str().unwrap_or("an object"),
+                controller["name"].as_str().unwrap_or_default()
+            ))),
+            // As controller-runtime's adoption: neither side may be going away.
+            None if adopt && terminating(&existing) => {
+                Err(refused("is being deleted: it is not adopted".into()))
+            }
+            None if adopt && self.scope.as_ref().is_some_and(|s| s.deleting) => {
+                Err(refused(format!(
+                    "is not controlled by {} {}, which is being deleted and adopts nothing",
+                    reference["kind"].as_str().unwrap_or_default(),
+                    reference["name"].as_str().unwrap_or_default()
+                )))
+            }
+            None if adopt => Ok(()),
+            None => Err(refused(format!(
+                "is not controlled by {} {}: apply with `adopt` to take it over",
+                reference["kind"].as_str().unwrap_or_default(),
+                reference["name"].as_str().unwrap_or_default()
+            ))),
+        }
+    }
+}
+
+/// Refuses a list the guest could not hold in `memory_bytes` (its text and, per object, a
+/// pointer and a length), before the host copies it: a list's copy on the host is bounded by
+/// the guest's memory limit.
+fn fits_in_guest(objects: &[Arc<str>], memory_bytes: usize) -> Result<(), CallError> {
+    let size: usize = objects.iter().map(|json| json.len() + 8).sum();
+    if size <= memory_bytes {
+        return Ok(());
+    }
+    Err(CallError::Invalid(format!(
+        "the list of {} objects takes {size} bytes, more than the guest's memory limit of \
+         {memory_bytes} bytes: narrow it with a namespace or a label selector",
+        objects.len()
+    )))
 }
 
 fn describe(kind: &GroupVersionKind) -> String {
@@ -332,6 +406,7 @@ impl cache::Host for CallState {
                         .env
                         .backend
                         .list(&kind, namespace.as_deref(), selector.as_ref())?;
+                fits_in_guest(&objects, self.limits.memory_bytes)?;
                 Ok(objects.iter().map(|json| json.to_string()).collect())
             });
         answer(result, &context.env, &self.limits, "list")
@@ -346,9 +421,12 @@ impl writes::Host for CallState {
     ) -> wasmtime::Result<Result<String, types::Error>> {
         let result = match self.write_size("object", &object) {
             Ok(()) => {
-                self.context
-                    .apply(object, options.owned, options.force, false)
-                    .await
+                let writes::ApplyOptions {
+                    owned,
+                    force,
+                    adopt,
+                } = options;
+                self.context.apply(object, owned, force, adopt, false).await
             }
             Err(error) => Err(error),
         };
@@ -358,9 +436,14 @@ impl writes::Host for CallState {
     async fn apply_status(
         &mut self,
         object: String,
+        options: writes::StatusOptions,
     ) -> wasmtime::Result<Result<String, types::Error>> {
         let result = match self.write_size("object", &object) {
-            Ok(()) => self.context.apply(object, false, true, true).await,
+            Ok(()) => {
+                self.context
+                    .apply(object, false, options.force, false, true)
+                    .await
+            }
             Err(error) => Err(error),
         };
         answer(result, &self.context.env, &self.limits, "apply-status")
@@ -604,6 +687,7 @@ mod tests {
                 namespace: Some(NAMESPACE.into()),
                 name: "source".into(),
                 uid: Some("uid".into()),
+                deleting: false,
             }),
         };
         let limits = Limits {
@@ -632,6 +716,99 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_owned_apply_adopts_only_when_asked_and_never_from_another_controller_or_while_deleting()
+     {
+        let runtime = Runtime::new().unwrap();
+        let controller = |uid: &str| {
+            serde_json::json!([{ "apiVersion": "v1", "kind": "ConfigMap", "name": uid,
+                                 "uid": uid, "controller": true }])
+        };
+        let existing = |name: &str, owners: serde_json::Value| {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": name, "namespace": NAMESPACE, "uid": name,
+                              "ownerReferences": owners },
+            })
+        };
+        let mut leaving = existing("leaving", serde_json::json!([]));
+        leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+        let backend = Arc::new(FixtureBackend::new(vec![
+            existing("foreign", serde_json::json!([])),
+            existing("taken", controller("other")),
+            existing("ours", controller("uid")),
+            leaving,
+        ]));
+        let mut store = store(&runtime, backend.clone());
+        let state = store.data_mut();
+        let apply = async |state: &mut CallState, name: &str, adopt: bool| {
+            let object = serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name },
+            });
+            let options = writes::ApplyOptions {
+                owned: true,
+                force: true,
+                adopt,
+            };
+            match writes::Host::apply(state, object.to_string(), options).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(types::Error::Api(status))) => Err((status.code, status.reason)),
+                other => panic!("{name}: {other:?}"),
+            }
+        };
+        let refused = Err((409, "AlreadyExists".to_owned()));
+        assert_eq!(apply(state, "foreign", false).await, refused);
+        assert_eq!(apply(state, "taken", false).await, refused);
+        assert_eq!(apply(state, "taken", true).await, refused);
+        assert_eq!(apply(state, "leaving", true).await, refused);
+        state.context.scope.as_mut().unwrap().deleting = true;
+        assert_eq!(apply(state, "foreign", true).await, refused);
+        state.context.scope.as_mut().unwrap().deleting = false;
+        assert!(
+            backend.take_writes().is_empty(),
+            "a refused apply is not sent"
+        );
+        assert_eq!(apply(state, "foreign", true).await, Ok(()));
+        assert_eq!(apply(state, "ours", false).await, Ok(()));
+        assert_eq!(apply(state, "new", false).await, Ok(()));
+        assert_eq!(backend.take_writes().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_list_larger_than_the_guests_memory_is_invalid() {
+        let runtime = Runtime::new().unwrap();
+        let objects = (0..64)
+            .map(|i| {
+                serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": { "name": format!("cm-{i}"), "namespace": NAMESPACE },
+                    "data": { "value": "x".repeat(1024) },
+                })
+            })
+            .collect();
+        let backend = Arc::new(FixtureBackend::new(objects));
+        let mut store = store(&runtime, backend);
+        let state = store.data_mut();
+        let list = async |state: &mut CallState| {
+            let kind = types::Gvk::from(config_map());
+            cache::Host::list(state, kind, Some(NAMESPACE.into()), None).await
+        };
+        state.limits.memory_bytes = 1 << 20;
+        assert_eq!(list(state).await.unwrap().unwrap().len(), 64);
+        state.limits.memory_bytes = 32 << 10;
+        let message = invalid(list(state).await.map(|r| r.map(|_| String::new())));
+        assert!(
+            message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("the list of 64 objects takes")
+                    && m.ends_with(
+                        "more than the guest's memory limit of 32768 bytes: narrow it with \
+                                a namespace or a label selector"
+                    )),
+            "{message:?}"
+        );
+    }
+
+    #[tokio::test]
     async fn a_write_over_the_cap_is_invalid_and_not_sent() {
         let runtime = Runtime::new().unwrap();
         let backend = Arc::new(FixtureBackend::default());
@@ -640,6 +817,7 @@ mod tests {
         let options = writes::ApplyOptions {
             owned: false,
             force: false,
+            adopt: false,
         };
         let small = config_map_json("small");
         let applied = writes::Host::apply(state, small, options).await;
@@ -648,7 +826,8 @@ mod tests {
         let expected = format!("object of {} bytes exceeds the limit of 1024", large.len());
         let applied = writes::Host::apply(state, large.clone(), options).await;
         assert_eq!(invalid(applied), Some(expected.clone()));
-        let applied = writes::Host::apply_status(state, large).await;
+        let options = writes::StatusOptions { force: false };
+        let applied = writes::Host::apply_status(state, large, options).await;
         assert_eq!(invalid(applied), Some(expected));
         let patch = serde_json::json!({ "data": { "value": "y".repeat(2048) } }).to_string();
         let expected = format!("patch of {} bytes exceeds the limit of 1024", patch.len());

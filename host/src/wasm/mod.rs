@@ -1,6 +1,7 @@
 //! The WebAssembly layer: everything that calls into a guest. The engine and its compile
 //! cache, the limits of a call, the contract's bindings, the model of what a guest declares,
-//! the guest's permissions and environment, the host side of its imports, module loading and
+//! the guest's permissions and environment, the host side of its imports (for every contract
+//! version it loads), module loading and
 //! dispatch of one call into a fresh instance. It reaches the cluster only through a
 //! [`backend::Backend`], so the same guest runs against the cluster or against fixtures.
 
@@ -12,6 +13,7 @@ pub mod dispatch;
 pub mod env;
 pub mod fixture;
 pub mod imports;
+pub mod imports_0_1;
 pub mod limits;
 pub mod module;
 pub mod permissions;

@@ -12,7 +12,7 @@ use crate::cluster::selector::LabelSelector;
 use crate::wasm::backend::{
     ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest,
 };
-use crate::wasm::bindings::{ControllerPre, GUEST_INTERFACE, types};
+use crate::wasm::bindings::{GUEST_INTERFACE, GUEST_INTERFACE_0_1, GuestPre, types};
 use crate::wasm::declaration::{self, Declared, Metadata};
 use crate::wasm::env::{CallContext, GuestEnv};
 use crate::wasm::permissions::Permissions;
@@ -40,7 +40,7 @@ pub enum LoadError {
     },
     /// The component does not implement the contract, or imports what the host does not give.
     #[error(
-        "{path} does not match the `kubewasm:controller` world (this host implements {GUEST_INTERFACE}): {message}"
+        "{path} does not match the `kubewasm:controller` world (this host implements {GUEST_INTERFACE} and {GUEST_INTERFACE_0_1}): {message}"
     )]
     World {
         /// The module's path.
@@ -80,7 +80,7 @@ pub struct Module {
     /// What it declares.
     pub metadata: Metadata,
     /// The pre-linked component, shared by every live module of the same bytes.
-    pub pre: Arc<ControllerPre<CallState>>,
+    pub pre: Arc<GuestPre<CallState>>,
 }
 
 /// Loads, compiles and validates the module at `path`.
@@ -136,7 +136,7 @@ async fn link(
     path: &Path,
     bytes: Vec<u8>,
     digest: &str,
-) -> Result<(Arc<ControllerPre<CallState>>, bool), LoadError> {
+) -> Result<(Arc<GuestPre<CallState>>, bool), LoadError> {
     let compiled = {
         let runtime = runtime.clone();
         let digest = digest.to_owned();
@@ -156,13 +156,13 @@ async fn link(
         .linker()
         .instantiate_pre(&component)
         .map_err(world_error)?;
-    let pre = ControllerPre::new(instance_pre).map_err(world_error)?;
+    let pre = GuestPre::new(instance_pre).map_err(world_error)?;
     Ok((Arc::new(pre), cached))
 }
 
 async fn read_metadata(
     runtime: &Runtime,
-    pre: &ControllerPre<CallState>,
+    pre: &GuestPre<CallState>,
     limits: &Limits,
 ) -> Result<types::ControllerMetadata, String> {
     let env = Arc::new(GuestEnv::new(
@@ -181,11 +181,8 @@ async fn read_metadata(
     let start = Instant::now();
     let mut store = runtime.store(CallContext { env, scope: None }, limits);
     within_deadline(limits, start, async {
-        let instance = pre.instantiate_async(&mut store).await?;
-        instance
-            .kubewasm_controller_guest()
-            .call_metadata(&mut store)
-            .await
+        let instance = pre.instantiate(&mut store).await?;
+        instance.metadata(&mut store).await
     })
     .await
     .map_err(|e| match e.downcast_ref::<wasmtime::Trap>() {

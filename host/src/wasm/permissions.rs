@@ -259,6 +259,7 @@ pub(crate) mod tests {
             finalizer: Some("kubewasm.dev/cleanup".into()),
             max_concurrency: 1,
             resync: None,
+            reconcile_on: crate::wasm::bindings::types::Changes::ANY,
         }
     }
 

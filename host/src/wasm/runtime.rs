@@ -23,7 +23,7 @@ use wasmtime::{
 };
 use wasmtime_wasi::{Deterministic, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
-use crate::wasm::bindings::{Controller, ControllerPre};
+use crate::wasm::bindings::{Controller, GuestPre, v0_1};
 use crate::wasm::compile_cache::CompileCache;
 use crate::wasm::env::CallContext;
 use crate::wasm::limits::{Capture, Captured, LogBudget};
@@ -247,7 +247,7 @@ pub struct Runtime {
     deterministic: bool,
     cache: Option<CompileCache>,
     /// Pre-linked components of live modules, by digest (see [`Runtime::linked`]).
-    linked: Arc<Mutex<HashMap<String, Weak<ControllerPre<CallState>>>>>,
+    linked: Arc<Mutex<HashMap<String, Weak<GuestPre<CallState>>>>>,
     /// One permit per instance the pool holds; taken for every call, in arrival order.
     slots: Arc<tokio::sync::Semaphore>,
 }
@@ -304,6 +304,11 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(RuntimeError::Link)?;
         Controller::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |state| state)
             .map_err(RuntimeError::Link)?;
+        v0_1::Controller::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(RuntimeError::Link)?;
         if epochs {
             spawn_ticker(&engine);
         }
@@ -366,14 +371,14 @@ impl Runtime {
 
     /// The pre-linked component of the bytes with SHA-256 `digest`, while a module loaded from
     /// them is alive: modules of the same bytes share one copy of the compiled code.
-    pub fn linked(&self, digest: &str) -> Option<Arc<ControllerPre<CallState>>> {
+    pub fn linked(&self, digest: &str) -> Option<Arc<GuestPre<CallState>>> {
         let linked = self.linked.lock().expect("linked lock");
         linked.get(digest).and_then(Weak::upgrade)
     }
 
     /// Offers `pre`, linked from the bytes with SHA-256 `digest`, to later loads of the same
     /// bytes for as long as a module holds it.
-    pub fn share(&self, digest: &str, pre: &Arc<ControllerPre<CallState>>) {
+    pub fn share(&self, digest: &str, pre: &Arc<GuestPre<CallState>>) {
         let mut linked = self.linked.lock().expect("linked lock");
         linked.retain(|_, pre| pre.strong_count() > 0);
         linked.insert(digest.to_owned(), Arc::downgrade(pre));

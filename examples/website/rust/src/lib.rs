@@ -11,7 +11,7 @@
 use kubewasm_guest::k8s_openapi::api::apps::v1::Deployment;
 use kubewasm_guest::k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kubewasm_guest::prelude::*;
-use kubewasm_guest::{apply, apply_status, cache, patch_merge};
+use kubewasm_guest::{apply, apply_status, cache, event, patch_merge};
 
 pub mod logic;
 
@@ -41,6 +41,18 @@ impl Controller for WebsiteController {
         }
 
         if let Err(error) = apply_children(&site) {
+            if error.is_already_exists() {
+                // A child's name is taken by an object this Website does not control: leave it
+                // alone and say so, as sample-controller's ErrResourceExists does.
+                let _ = event(
+                    &logic::website_kind(),
+                    &req.key,
+                    EventType::Warning,
+                    "ErrResourceExists",
+                    "Apply",
+                    &error.to_string(),
+                );
+            }
             let failed = logic::status(&site, Some(&error.to_string()));
             // The apply error is the one worth reporting; a failing status write is secondary.
             let _ = apply_status(&logic::status_object(&site, &failed));
@@ -80,7 +92,9 @@ impl Controller for WebsiteController {
     }
 }
 
-/// Applies the ConfigMap, Deployment and Service, owned by the Website.
+/// Applies the ConfigMap, Deployment and Service, owned by the Website. One of the same name
+/// that the Website does not control is not taken over: the apply fails with
+/// [`Error::is_already_exists`].
 fn apply_children(site: &Website) -> Result<(), Error> {
     apply(&logic::config_map(site), ApplyOptions::default())?;
     apply(&logic::deployment(site), ApplyOptions::default())?;

@@ -1,6 +1,6 @@
 //! The Website component on fixture objects, through the host's own call path: it applies its
 //! three children and its status, registers in the shared index, and its finalizer removes the
-//! entry again.
+//! entry again. A child's name taken by an object it does not control is left alone.
 
 use kubewasm_testkit::{Harness, Outcome, build};
 use serde_json::{Value, json};
@@ -76,6 +76,32 @@ fn applies_its_three_children_registers_in_the_index_and_writes_its_status() {
     let again = harness.reconcile(&website());
     assert_eq!(again.result, Ok(Outcome::Done));
     assert_eq!(again.patches().count(), 0);
+}
+
+#[test]
+fn a_deployment_it_does_not_control_is_left_alone_and_reported() {
+    let foreign = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                         "metadata": {"name": "blog", "namespace": NAMESPACE},
+                         "spec": {"replicas": 5}});
+    let harness = harness().with_objects([foreign]);
+    let rendered = harness.reconcile(&website());
+
+    assert!(
+        matches!(&rendered.result, Err(failure) if failure.to_string().contains("AlreadyExists")),
+        "{:?}",
+        rendered.result
+    );
+    let event = rendered.events().next().expect("a Warning event");
+    assert!(event.warning);
+    assert_eq!(event.reason, "ErrResourceExists");
+    let deployment = harness
+        .get("apps/v1", "Deployment", Some(NAMESPACE), "blog")
+        .unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 5);
+    assert!(deployment["metadata"]["ownerReferences"].is_null());
+    let status = &rendered.status_applies().next().unwrap().object["status"];
+    assert_eq!(status["conditions"][0]["status"], "False");
+    assert_eq!(status["conditions"][0]["reason"], "ApplyFailed");
 }
 
 #[test]

@@ -22,10 +22,14 @@ func liftOption(has, address, n uint32) string {
 	return liftString(address, n)
 }
 
-//go:wasmexport kubewasm:controller/guest@0.1.0#metadata
+// exportMetadata writes a `controller-metadata` (100 bytes, 4-aligned): name, primary (48
+// bytes), owns and watches (lists of 24- and 60-byte elements), finalizer, max-concurrency,
+// resync-seconds (an `option<u32>` at 88) and reconcile-on (the `changes` flags, one byte at 96).
+//
+//go:wasmexport kubewasm:controller/guest@0.2.0#metadata
 func exportMetadata() uint32 {
 	m := guest.Metadata()
-	w := result(96)
+	w := result(100)
 	w.string(0, m.Name)
 	w.selection(8, m.Primary)
 	owns := w.list(56, uint32(len(m.Owns)), 24)
@@ -47,6 +51,7 @@ func exportMetadata() uint32 {
 		w.u8(88, 1)
 		w.u32(92, m.ResyncSeconds)
 	}
+	w.u8(96, m.ReconcileOn)
 	return w.address()
 }
 
@@ -79,19 +84,19 @@ func reconcileResult(outcome Outcome, err *ReconcileError) uint32 {
 	return w.address()
 }
 
-//go:wasmexport kubewasm:controller/guest@0.1.0#reconcile
+//go:wasmexport kubewasm:controller/guest@0.2.0#reconcile
 func exportReconcile(hasNamespace, namespace, namespaceLen, name, nameLen, reason, attempt, hasObject, object, objectLen uint32) uint32 {
 	request := liftRequest(hasNamespace, namespace, namespaceLen, name, nameLen, reason, attempt, hasObject, object, objectLen)
 	return reconcileResult(guest.Reconcile(request))
 }
 
-//go:wasmexport kubewasm:controller/guest@0.1.0#finalize
+//go:wasmexport kubewasm:controller/guest@0.2.0#finalize
 func exportFinalize(hasNamespace, namespace, namespaceLen, name, nameLen, reason, attempt, hasObject, object, objectLen uint32) uint32 {
 	request := liftRequest(hasNamespace, namespace, namespaceLen, name, nameLen, reason, attempt, hasObject, object, objectLen)
 	return reconcileResult(guest.Finalize(request))
 }
 
-//go:wasmexport kubewasm:controller/guest@0.1.0#map-keys
+//go:wasmexport kubewasm:controller/guest@0.2.0#map-keys
 func exportMapKeys(group, groupLen, version, versionLen, kind, kindLen, object, objectLen uint32) uint32 {
 	gvk := Gvk{
 		Group:   liftString(group, groupLen),

@@ -17,7 +17,7 @@ func List(Gvk, string, string) ([]string, *Error) { panic(native) }
 func Apply(string, ApplyOptions) (string, *Error) { panic(native) }
 
 // ApplyStatus calls `writes.apply-status`.
-func ApplyStatus(string) (string, *Error) { panic(native) }
+func ApplyStatus(string, StatusOptions) (string, *Error) { panic(native) }
 
 // Delete calls `writes.delete`.
 func Delete(Gvk, string, string, Preconditions) *Error { panic(native) }

@@ -5,28 +5,28 @@ package wit
 // The world's imports. Each takes its parameters flattened to i32s (a pointer to them in
 // memory when they flatten to more than 16 values) and the address of a return area.
 
-//go:wasmimport kubewasm:controller/cache@0.1.0 get
+//go:wasmimport kubewasm:controller/cache@0.2.0 get
 func importGet(group, groupLen, version, versionLen, kind, kindLen, hasNamespace, namespace, namespaceLen, name, nameLen, ret uint32)
 
-//go:wasmimport kubewasm:controller/cache@0.1.0 list
+//go:wasmimport kubewasm:controller/cache@0.2.0 list
 func importList(group, groupLen, version, versionLen, kind, kindLen, hasNamespace, namespace, namespaceLen, hasSelector, selector, selectorLen, ret uint32)
 
-//go:wasmimport kubewasm:controller/writes@0.1.0 apply
-func importApply(object, objectLen, owned, force, ret uint32)
+//go:wasmimport kubewasm:controller/writes@0.2.0 apply
+func importApply(object, objectLen, owned, force, adopt, ret uint32)
 
-//go:wasmimport kubewasm:controller/writes@0.1.0 apply-status
-func importApplyStatus(object, objectLen, ret uint32)
+//go:wasmimport kubewasm:controller/writes@0.2.0 apply-status
+func importApplyStatus(object, objectLen, force, ret uint32)
 
-//go:wasmimport kubewasm:controller/writes@0.1.0 delete
+//go:wasmimport kubewasm:controller/writes@0.2.0 delete
 func importDelete(params, ret uint32)
 
-//go:wasmimport kubewasm:controller/writes@0.1.0 patch
+//go:wasmimport kubewasm:controller/writes@0.2.0 patch
 func importPatch(group, groupLen, version, versionLen, kind, kindLen, hasNamespace, namespace, namespaceLen, name, nameLen, patchType, patch, patchLen, ret uint32)
 
-//go:wasmimport kubewasm:controller/events@0.1.0 record-event
+//go:wasmimport kubewasm:controller/events@0.2.0 record-event
 func importRecordEvent(event, ret uint32)
 
-//go:wasmimport kubewasm:controller/log@0.1.0 log
+//go:wasmimport kubewasm:controller/log@0.2.0 log
 func importLog(level, message, messageLen, fields, fieldsLen uint32)
 
 func boolFlat(b bool) uint32 {
@@ -88,15 +88,15 @@ func stringResult() (string, *Error) {
 // Apply calls `writes.apply`.
 func Apply(object string, options ApplyOptions) (string, *Error) {
 	o, ol := lowerString(object)
-	importApply(o, ol, boolFlat(options.Owned), boolFlat(options.Force), scratchAddress())
+	importApply(o, ol, boolFlat(options.Owned), boolFlat(options.Force), boolFlat(options.Adopt), scratchAddress())
 	defer lifted(object)
 	return stringResult()
 }
 
 // ApplyStatus calls `writes.apply-status`.
-func ApplyStatus(object string) (string, *Error) {
+func ApplyStatus(object string, options StatusOptions) (string, *Error) {
 	o, ol := lowerString(object)
-	importApplyStatus(o, ol, scratchAddress())
+	importApplyStatus(o, ol, boolFlat(options.Force), scratchAddress())
 	defer lifted(object)
 	return stringResult()
 }

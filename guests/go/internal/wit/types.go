@@ -1,4 +1,4 @@
-// Package wit is the canonical-ABI glue between Go and the kubewasm:controller@0.1.0 world of
+// Package wit is the canonical-ABI glue between Go and the kubewasm:controller@0.2.0 world of
 // wit/controller.wit: its types as Go values, its imports as Go functions and its exports as
 // wasm exports calling the [Guest] registered with [Export].
 //
@@ -13,7 +13,7 @@ package wit
 
 // Digest is the SHA-256 of the wit/controller.wit this glue implements; digest_test.go and
 // the build scripts fail when the file changes, so the glue is updated with it.
-const Digest = "031e2c17fb3e1fbdd5940267c3aef336c94df09f502ee36a7be7a2d8c9503369"
+const Digest = "d98a78c986d3abfe7c64f78be988bf6bca4a8fa4e959e15e16c9df575d7b57e9"
 
 // Gvk is the WIT record `gvk`.
 type Gvk struct {
@@ -46,8 +46,16 @@ type Watch struct {
 	Mapping   Mapping
 }
 
+// Flags of the WIT flags `changes`, as bits of [ControllerMetadata.ReconcileOn].
+const (
+	ChangesGeneration uint8 = 1 << iota
+	ChangesLabels
+	ChangesAnnotations
+	ChangesAny
+)
+
 // ControllerMetadata is the WIT record `controller-metadata`; an empty finalizer and a zero
-// resync stand for `none`.
+// resync stand for `none`. ReconcileOn holds the `Changes*` bits.
 type ControllerMetadata struct {
 	Name           string
 	Primary        Selection
@@ -56,6 +64,7 @@ type ControllerMetadata struct {
 	Finalizer      string
 	MaxConcurrency uint32
 	ResyncSeconds  uint32
+	ReconcileOn    uint8
 }
 
 // ObjectKey is the WIT record `object-key`; an empty namespace stands for `none`.
@@ -104,7 +113,12 @@ type Error struct {
 
 // ApplyOptions is the WIT record `apply-options`.
 type ApplyOptions struct {
-	Owned, Force bool
+	Owned, Force, Adopt bool
+}
+
+// StatusOptions is the WIT record `status-options`.
+type StatusOptions struct {
+	Force bool
 }
 
 // Preconditions is the WIT record `preconditions`; empty strings stand for `none`.

@@ -6,7 +6,7 @@
 import { Metadata } from "./kinds.js";
 export type Gvk = import("./kinds.js").Gvk;
 export type ObjectKey = import("./kinds.js").ObjectKey;
-export type Reason = import("kubewasm:controller/types@0.1.0").Reason;
+export type Reason = import("kubewasm:controller/types@0.2.0").Reason;
 export type Request = {
     /**
      * namespace and name of the primary object
@@ -40,8 +40,8 @@ export type Action = undefined | {
 export type Controller = {
     /**
      * the declaration (a {@link Metadata} or the
-     * WIT `controller-metadata` record), read once when the module is loaded; must not depend on
-     * anything but the module
+     * WIT `controller-metadata` record, whose `reconcileOn` defaults to `{any: true}`), read once
+     * when the module is loaded; must not depend on anything but the module
      */
     metadata: Metadata | (() => Metadata);
     /**
@@ -64,7 +64,7 @@ export type Controller = {
 /**
  * @typedef {import("./kinds.js").Gvk} Gvk
  * @typedef {import("./kinds.js").ObjectKey} ObjectKey
- * @typedef {import("kubewasm:controller/types@0.1.0").Reason} Reason why a key was queued:
+ * @typedef {import("kubewasm:controller/types@0.2.0").Reason} Reason why a key was queued:
  *   `added`, `changed`, `deleted`, `owned-changed`, `watched-changed`, `resync`, `requeue` or
  *   `reload`
  *
@@ -82,8 +82,8 @@ export type Controller = {
  *
  * @typedef {object} Controller
  * @property {Metadata | (() => Metadata)} metadata the declaration (a {@link Metadata} or the
- *   WIT `controller-metadata` record), read once when the module is loaded; must not depend on
- *   anything but the module
+ *   WIT `controller-metadata` record, whose `reconcileOn` defaults to `{any: true}`), read once
+ *   when the module is loaded; must not depend on anything but the module
  * @property {(request: Request) => Action | void} reconcile brings the world in line with the
  *   primary object; throws to fail (see `ReconcileError.from`)
  * @property {(request: Request) => Action | void} [finalize] cleans up before a primary object
@@ -112,18 +112,8 @@ export declare function requeueAfter(milliseconds: number): Action;
  * @param {Controller} controller
  */
 export declare function defineController(controller: Controller): {
-    metadata(): {
-        name: string;
-        primary: import("./kinds.js").Selection;
-        owns: import("./kinds.js").Gvk[];
-        watches: {
-            selection: import("./kinds.js").Selection;
-            mapping: import("./kinds.js").Mapping;
-        }[];
-        finalizer: string | undefined;
-        maxConcurrency: number;
-        resyncSeconds: number | undefined;
-    };
+    /** @returns {import("kubewasm:controller/types@0.2.0").ControllerMetadata} */
+    metadata(): import("kubewasm:controller/types@0.2.0").ControllerMetadata;
     /** @param {any} raw */
     reconcile(raw: any): {
         tag: string;

@@ -49,6 +49,12 @@ export declare class HostError extends Error {
      */
     get isConflict(): boolean;
     /**
+     * The API server answered 409 `AlreadyExists`: the object exists, or an owned `apply` was
+     * refused because the object exists and the reconciled object does not control it (see the
+     * `adopt` option of `apply`).
+     */
+    get isAlreadyExists(): boolean;
+    /**
      * Whether retrying the same call later may succeed: `false` for `denied`, `invalid`, `json`
      * and API statuses of a bad request (400, 405, 406, 413, 415, 422); `true` otherwise.
      */

@@ -27,7 +27,7 @@ export * as conditions from "./conditions.js";
 export { defineController, requeueAfter } from "./controller.js";
 export { HostError, PermanentError, ReconcileError, TransientError, ignoreNotFound, } from "./errors.js";
 export { recordEvent } from "./events.js";
-export { Mapping, Metadata, apiVersionOf, formatGvk, formatKey, gvk, gvkFromApiVersion, selection, } from "./kinds.js";
+export { CHANGES, Mapping, Metadata, apiVersionOf, formatGvk, formatKey, gvk, gvkFromApiVersion, selection, } from "./kinds.js";
 export * as log from "./log.js";
 export * as meta from "./meta.js";
 export { generateName } from "./names.js";

@@ -1,3 +1,4 @@
+/// <reference path="../wit/controller.d.ts" />
 /**
  * Kinds, object keys and the controller's declaration, in the shapes of the WIT records
  * (`{group, version, kind}`, `{namespace, name}`, ...).
@@ -24,12 +25,21 @@ export type Mapping = {
 } | {
     tag: "guest";
 };
+export type Change = "generation" | "labels" | "annotations" | "any";
 /**
  * @typedef {{group: string, version: string, kind: string}} Gvk
  * @typedef {{namespace?: string, name: string}} ObjectKey
  * @typedef {{kind: Gvk, namespace?: string, labelSelector?: string}} Selection
  * @typedef {{tag: "owner"} | {tag: "label", val: string} | {tag: "guest"}} Mapping
+ * @typedef {"generation" | "labels" | "annotations" | "any"} Change a part of a primary object
+ *   whose update enqueues its key: `metadata.generation` (the spec, for kinds with a status
+ *   subresource), `metadata.labels`, `metadata.annotations`, or anything at all
  */
+/**
+ * The changes {@link Metadata#reconcileOn} accepts, in the order of the WIT flags `changes`.
+ * @type {readonly Change[]}
+ */
+export declare const CHANGES: readonly Change[];
 /**
  * A kind from its group (`""` for the core group), version and kind.
  * @param {string} group
@@ -95,7 +105,8 @@ export declare const Mapping: Readonly<{
  * new Metadata("podset", podsetKind).owns(podKind).watch(podKind, Mapping.guest).maxConcurrency(4)
  * ```
  *
- * Defaults: no owned or watched kinds, no finalizer, a concurrency of 1 and no resync.
+ * Defaults: no owned or watched kinds, no finalizer, a concurrency of 1, no resync, and every
+ * update of a primary object reconciles it.
  */
 export declare class Metadata {
     name: string;
@@ -112,6 +123,8 @@ export declare class Metadata {
     concurrency: number;
     /** @type {number | undefined} */
     resyncSeconds: number | undefined;
+    /** @type {Change[]} */
+    changes: Change[];
     /**
      * @param {string} name the controller's name (lowercase letters, digits and `-`): the
      *   `controller` label of its metrics and the suffix of its field manager `kubewasm-<name>`
@@ -146,17 +159,17 @@ export declare class Metadata {
      * @param {number} seconds
      */
     resyncEvery(seconds: number): this;
-    /** The WIT `controller-metadata` record. */
-    toWit(): {
-        name: string;
-        primary: Selection;
-        owns: Gvk[];
-        watches: {
-            selection: Selection;
-            mapping: Mapping;
-        }[];
-        finalizer: string | undefined;
-        maxConcurrency: number;
-        resyncSeconds: number | undefined;
-    };
+    /**
+     * Reconciles a primary object only on updates that change one of `changes`, e.g.
+     * `reconcileOn("generation", "labels")` to ignore updates of the status alone. Creation,
+     * deletion, the start of deletion, a missing finalizer, resync, reload and changes of owned or
+     * watched objects always enqueue it. Throws a `TypeError` for an unknown change or none.
+     * @param {...Change} changes
+     */
+    reconcileOn(...changes: Change[]): this;
+    /**
+     * The WIT `controller-metadata` record.
+     * @returns {import("kubewasm:controller/types@0.2.0").ControllerMetadata}
+     */
+    toWit(): import("kubewasm:controller/types@0.2.0").ControllerMetadata;
 }

@@ -9,7 +9,8 @@
 //! every reconcile, as a guest following the sample-controller does.
 //!
 //! The apply does not force conflicts, so while another field manager owns `data.value` of the
-//! mirror the API server answers 409 Conflict, and the reconcile fails as a transient error.
+//! mirror the API server answers 409 Conflict, and the reconcile fails as a transient error. It
+//! adopts a mirror that someone else created and nothing controls.
 
 use kubewasm_guest::prelude::*;
 use kubewasm_guest::{apply, event};
@@ -50,9 +51,10 @@ impl Controller for Mirror {
             "data": { "value": value, "version": VERSION },
         });
         let options = ApplyOptions {
-            owned: true,
             force: false,
-        };
+            ..ApplyOptions::default()
+        }
+        .adopt();
         apply(&mirror, options)
             .map_err(|e| ReconcileError::from(e).context("applying the mirror"))?;
         if cfg!(feature = "events") {

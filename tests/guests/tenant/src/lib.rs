@@ -34,11 +34,7 @@ impl Controller for Tenant {
                 "metadata": { "name": format!("tenant-{}", req.name()), "namespace": namespace },
                 "data": { "value": value },
             });
-            let options = ApplyOptions {
-                owned: true,
-                force: true,
-            };
-            apply(&child, options)
+            apply(&child, ApplyOptions::default())
                 .map_err(|e| ReconcileError::from(e).context("applying a tenant's ConfigMap"))?;
         }
         Ok(Action::Done)

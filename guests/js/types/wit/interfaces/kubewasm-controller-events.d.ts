@@ -1,11 +1,11 @@
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/events@0.1.0' {
+declare module 'kubewasm:controller/events@0.2.0' {
   /**
    * Records an event. Events are best effort: repeated ones may be merged or dropped.
    */
   export function recordEvent(event: Event): void;
-  export type Gvk = import('kubewasm:controller/types@0.1.0').Gvk;
-  export type Error = import('kubewasm:controller/types@0.1.0').Error;
+  export type Gvk = import('kubewasm:controller/types@0.2.0').Gvk;
+  export type Error = import('kubewasm:controller/types@0.2.0').Error;
   /**
    * The type of an event.
    * # Variants

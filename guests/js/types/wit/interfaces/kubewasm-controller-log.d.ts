@@ -1,4 +1,4 @@
-declare module 'kubewasm:controller/log@0.1.0' {
+declare module 'kubewasm:controller/log@0.2.0' {
   /**
    * Writes one log line with key/value fields.
    */

@@ -1,4 +1,4 @@
-declare module 'kubewasm:controller/types@0.1.0' {
+declare module 'kubewasm:controller/types@0.2.0' {
   /**
    * A Kubernetes kind: its API group (`""` for the core group), version and kind.
    */
@@ -53,6 +53,32 @@ declare module 'kubewasm:controller/types@0.1.0' {
     mapping: Mapping,
   }
   /**
+   * Which parts of a primary object an update must change to enqueue its key. Whatever is
+   * set, the key is enqueued when the object is created (or replaced by a new object of the
+   * same name) or deleted, when its deletion starts, when a live object lacks the guest's
+   * finalizer, on resync and on reload, and when an owned or watched object maps to it. An update that changes none of the set parts is not reconciled, so a
+   * guest that writes a timestamp into its primary's status does not reconcile it again.
+   */
+  export interface Changes {
+    /**
+     * `metadata.generation`: for a kind with a `status` subresource, the spec changed.
+     * Kinds without a generation never match.
+     */
+    generation?: boolean,
+    /**
+     * `metadata.labels`.
+     */
+    labels?: boolean,
+    /**
+     * `metadata.annotations`.
+     */
+    annotations?: boolean,
+    /**
+     * Any change at all, status and finalizers included: every update matches.
+     */
+    any?: boolean,
+  }
+  /**
    * What a guest declares about itself. The host reads it once per loaded module.
    */
   export interface ControllerMetadata {
@@ -86,6 +112,10 @@ declare module 'kubewasm:controller/types@0.1.0' {
      * Every primary object is enqueued again after this many seconds without a change.
      */
     resyncSeconds?: number,
+    /**
+     * Which updates of a primary object enqueue its key.
+     */
+    reconcileOn: Changes,
   }
   /**
    * The name of one object.

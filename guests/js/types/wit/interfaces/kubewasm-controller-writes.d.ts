@@ -1,5 +1,5 @@
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/writes@0.1.0' {
+declare module 'kubewasm:controller/writes@0.2.0' {
   /**
    * Server-side apply of `object` (JSON with `apiVersion`, `kind`, `metadata.name`; the
    * namespace defaults to the reconciled object's). Returns the object as the API server
@@ -7,9 +7,10 @@ declare module 'kubewasm:controller/writes@0.1.0' {
    */
   export function apply(object: string, options: ApplyOptions): string;
   /**
-   * Server-side apply of the `status` subresource, with the same rules as `apply`.
+   * Server-side apply of the `status` subresource, with the same rules as `apply`: it is
+   * forced only if the guest asks.
    */
-  export function applyStatus(object: string): string;
+  export function applyStatus(object: string, options: StatusOptions): string;
   /**
    * Deletes an object; background propagation. Deleting an object that is already gone
    * returns an `api` error with code 404.
@@ -20,8 +21,8 @@ declare module 'kubewasm:controller/writes@0.1.0' {
    * Patches an object and returns it as the API server holds it afterwards.
    */
   export function patch(kind: Gvk, namespace: string | undefined, name: string, patchType: PatchType, patch: string): string;
-  export type Gvk = import('kubewasm:controller/types@0.1.0').Gvk;
-  export type Error = import('kubewasm:controller/types@0.1.0').Error;
+  export type Gvk = import('kubewasm:controller/types@0.2.0').Gvk;
+  export type Error = import('kubewasm:controller/types@0.2.0').Error;
   /**
    * Options of a server-side apply.
    */
@@ -33,6 +34,24 @@ declare module 'kubewasm:controller/writes@0.1.0' {
     owned: boolean,
     /**
      * Take over fields another manager owns instead of failing with a conflict.
+     */
+    force: boolean,
+    /**
+     * With `owned`: take control of an existing object that has no controller owner.
+     * Without it, an owned apply to an existing object that the reconciled object does not
+     * control fails with an `api` error of code 409 and reason `AlreadyExists`, and nothing
+     * is sent. An object controlled by another owner, or being deleted, is not taken over,
+     * nor is anything while the reconciled object is being deleted. The existing object is
+     * looked up in the host's cache, which may lag a creation by someone else.
+     */
+    adopt: boolean,
+  }
+  /**
+   * Options of a server-side apply of the `status` subresource.
+   */
+  export interface StatusOptions {
+    /**
+     * Take over status fields another manager owns instead of failing with a conflict.
      */
     force: boolean,
   }

@@ -1,4 +1,4 @@
-//! A component exporting `kubewasm:controller/guest@0.2.0`: the right package at a version the
+//! A component exporting `kubewasm:controller/guest@1.0.0`: the right package at a version the
 //! host does not implement.
 
 wit_bindgen::generate!({ path: "wit", world: "controller" });
