@@ -234,9 +234,11 @@ fn init_debug_logs() {
 }
 
 /// The API client, configured as controller-runtime's: `--kubeconfig`, else $KUBECONFIG, else
-/// the in-cluster service account, else ~/.kube/config.
+/// the in-cluster service account, else ~/.kube/config. The client sends each request once:
+/// the host decides what is sent again and until when (`control::apply::resend`, the informers'
+/// backoff), so a write refused with 429 is never sent after the guest call it was made for.
 async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = if let Some(path) = kubeconfig {
+    let mut config = if let Some(path) = kubeconfig {
         let kubeconfig =
             Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
@@ -251,6 +253,7 @@ async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Cl
             .await
             .context("no --kubeconfig, no $KUBECONFIG, not in a cluster, no ~/.kube/config")?
     };
+    config.default_retry = false;
     Ok(kube::Client::try_from(config)?)
 }
 
