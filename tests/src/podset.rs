@@ -104,6 +104,39 @@ pub async fn delete_one_each(
     Ok(deleted)
 }
 
+/// Rounds of a fault scenario: `KUBEWASM_FAULT_ROUNDS`, else `default` (the short form).
+pub fn fault_rounds(default: usize) -> Result<usize> {
+    match std::env::var("KUBEWASM_FAULT_ROUNDS") {
+        Ok(rounds) => rounds.parse().context("KUBEWASM_FAULT_ROUNDS"),
+        Err(_) => Ok(default),
+    }
+}
+
+/// Checks that every pod that ever existed is accounted for: each of `podsets` PodSets'
+/// `replicas` plus one replacement per `deleted` pod; any more is a duplicate. Pods are counted
+/// by uid, as `seen` and the recorder's watch saw them, once the watch has had 2 s to catch up
+/// with the last creations. Returns how many pods were created.
+pub async fn created_once(
+    seen: &Mutex<HashSet<String>>,
+    recorder: &Recorder,
+    podsets: usize,
+    replicas: usize,
+    deleted: usize,
+) -> Result<usize> {
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let expected = podsets * replicas + deleted;
+    let mut seen = seen.lock().expect("seen lock").clone();
+    seen.extend(recorder.controlled_uids());
+    let created = seen.len();
+    anyhow::ensure!(
+        created == expected,
+        "{created} pods were created for {podsets} PodSets of {replicas} and {deleted} deleted \
+         pods: {} duplicates",
+        created as i64 - expected as i64
+    );
+    Ok(created)
+}
+
 /// Waits until every PodSet of `podsets` has exactly `replicas` live pods and says so in its
 /// status; adds every controlled pod's uid to `seen` on the way.
 pub async fn converged(

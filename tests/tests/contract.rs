@@ -92,6 +92,24 @@ async fn heartbeat(podsets: &Api<DynamicObject>, name: &str) -> Result<Option<Va
         .cloned())
 }
 
+/// Takes the PodSet's `Heartbeat` condition over as another field manager, `intruder`, with a
+/// forced status apply of other values (message `intruder`).
+async fn intrude(podsets: &Api<DynamicObject>, name: &str) -> Result<()> {
+    let intruder = json!({
+        "apiVersion": "kubewasm.dev/v1alpha1", "kind": "PodSet",
+        "metadata": { "name": name },
+        "status": { "conditions": [{
+            "type": "Heartbeat", "status": "False", "reason": "Intruded",
+            "message": "intruder", "lastTransitionTime": "2026-01-02T00:00:00Z",
+        }] },
+    });
+    let params = PatchParams::apply("intruder").force();
+    podsets
+        .patch_status(name, &params, &Patch::Apply(&intruder))
+        .await?;
+    Ok(())
+}
+
 /// Waits for a Heartbeat condition of the PodSet `name` for which `accept` holds.
 async fn heartbeat_where(
     podsets: &Api<DynamicObject>,
@@ -277,18 +295,7 @@ async fn a_status_apply_takes_over_another_managers_fields_only_when_forced() ->
         create(&podsets, "contested", json!({})).await?;
         heartbeat_where(&podsets, "contested", "a first heartbeat", |_| true).await?;
         // Another manager takes the condition's fields over.
-        let intruder = json!({
-            "apiVersion": "kubewasm.dev/v1alpha1", "kind": "PodSet",
-            "metadata": { "name": "contested" },
-            "status": { "conditions": [{
-                "type": "Heartbeat", "status": "False", "reason": "Intruded",
-                "message": "intruder", "lastTransitionTime": "2026-01-02T00:00:00Z",
-            }] },
-        });
-        let params = PatchParams::apply("intruder").force();
-        podsets
-            .patch_status("contested", &params, &Patch::Apply(&intruder))
-            .await?;
+        intrude(&podsets, "contested").await?;
         let errors = reconciles(&metrics, "error").await?;
         annotate(&podsets, "contested", json!({ "kubewasm.dev/poke": "1" })).await?;
         eventually("a reconcile failing on the conflict", WAIT, || async {
@@ -339,18 +346,7 @@ async fn a_guest_of_contract_0_1_keeps_its_rules() -> Result<()> {
         heartbeat_where(&podsets, "legacy", "a first heartbeat", |_| true).await?;
         // Another manager takes the condition over; its write is an update, which 0.1.0
         // reconciles, and the forced status apply takes the fields back.
-        let intruder = json!({
-            "apiVersion": "kubewasm.dev/v1alpha1", "kind": "PodSet",
-            "metadata": { "name": "legacy" },
-            "status": { "conditions": [{
-                "type": "Heartbeat", "status": "False", "reason": "Intruded",
-                "message": "intruder", "lastTransitionTime": "2026-01-02T00:00:00Z",
-            }] },
-        });
-        let params = PatchParams::apply("intruder").force();
-        podsets
-            .patch_status("legacy", &params, &Patch::Apply(&intruder))
-            .await?;
+        intrude(&podsets, "legacy").await?;
         heartbeat_where(&podsets, "legacy", "the heartbeat taken back", |c| {
             c["reason"] == "Reconciled"
         })

@@ -19,10 +19,12 @@
 
 use std::collections::HashSet;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use anyhow::{Context, Result};
-use kubewasm_tests::podset::{converged, create, delete_one_each, install};
+use anyhow::Result;
+use kubewasm_tests::podset::{
+    converged, create, created_once, delete_one_each, fault_rounds, install,
+};
 use kubewasm_tests::prometheus::{scrape, sum};
 use kubewasm_tests::{
     Language, WAIT, control_plane, eventually, example_config, free_ports, with_host_args,
@@ -40,10 +42,7 @@ async fn lists(metrics: &str) -> Result<f64> {
 #[tokio::test]
 async fn podsets_converge_with_no_pod_lost_or_duplicated_through_control_plane_crashes()
 -> Result<()> {
-    let rounds: usize = match std::env::var("KUBEWASM_FAULT_ROUNDS") {
-        Ok(rounds) => rounds.parse().context("KUBEWASM_FAULT_ROUNDS")?,
-        Err(_) => 3,
-    };
+    let rounds = fault_rounds(3)?;
     let plane = control_plane();
     let client = plane.client().await?;
     let ns = plane.namespace("faults").await?;
@@ -79,18 +78,7 @@ async fn podsets_converge_with_no_pod_lost_or_duplicated_through_control_plane_c
             );
             relists = listed;
         }
-        // Let the recorder's watch catch up with the last creations.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let expected = PODSETS * REPLICAS + deleted;
-        let mut seen = seen.lock().expect("seen lock").clone();
-        seen.extend(recorder.controlled_uids());
-        let seen = seen.len();
-        anyhow::ensure!(
-            seen == expected,
-            "{seen} pods were created for {PODSETS} PodSets of {REPLICAS} and {deleted} \
-             deleted pods: {} duplicates",
-            seen as i64 - expected as i64
-        );
+        created_once(&seen, &recorder, PODSETS, REPLICAS, deleted).await?;
         Ok(())
     })
     .await

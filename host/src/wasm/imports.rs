@@ -242,12 +242,16 @@ impl CallContext {
         let controller = existing["metadata"]["ownerReferences"]
             .as_array()
             .and_then(|references| references.iter().find(|r| r["controller"] == true));
-        let terminating = |object: &Value| !object["metadata"]["deletionTimestamp"].is_null();
         let refused = |why: String| CallError::Api {
             code: 409,
             reason: "AlreadyExists".into(),
             message: format!("{} {name} already exists and {why}", describe(kind)),
         };
+        let owner = format!(
+            "{} {}",
+            reference["kind"].as_str().unwrap_or_default(),
+            reference["name"].as_str().unwrap_or_default()
+        );
         match controller {
             Some(controller) if controller["uid"] == reference["uid"] => Ok(()),
             Some(controller) => Err(refused(format!(
@@ -256,21 +260,15 @@ impl CallContext {
                 controller["name"].as_str().unwrap_or_default()
             ))),
             // As controller-runtime's adoption: neither side may be going away.
-            None if adopt && terminating(&existing) => {
+            None if adopt && !existing["metadata"]["deletionTimestamp"].is_null() => {
                 Err(refused("is being deleted: it is not adopted".into()))
             }
-            None if adopt && self.scope.as_ref().is_some_and(|s| s.deleting) => {
-                Err(refused(format!(
-                    "is not controlled by {} {}, which is being deleted and adopts nothing",
-                    reference["kind"].as_str().unwrap_or_default(),
-                    reference["name"].as_str().unwrap_or_default()
-                )))
-            }
+            None if adopt && self.scope.as_ref().is_some_and(|s| s.deleting) => Err(refused(
+                format!("is not controlled by {owner}, which is being deleted and adopts nothing"),
+            )),
             None if adopt => Ok(()),
             None => Err(refused(format!(
-                "is not controlled by {} {}: apply with `adopt` to take it over",
-                reference["kind"].as_str().unwrap_or_default(),
-                reference["name"].as_str().unwrap_or_default()
+                "is not controlled by {owner}: apply with `adopt` to take it over"
             ))),
         }
     }
