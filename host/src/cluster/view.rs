@@ -13,7 +13,8 @@ use crate::cluster::cache::{CachedObject, Change, ObjectKey};
 use crate::cluster::selection::Selection;
 use crate::cluster::watch::{Handler, Informer, Informers, Subscription};
 
-/// One selection of a guest and the informer serving it.
+/// One selection of a guest and the informer serving it, which a clone keeps running.
+#[derive(Clone)]
 pub struct View {
     selection: Selection,
     informer: Arc<Informer>,
@@ -27,6 +28,11 @@ impl View {
             selection: selection.clone(),
             informer: informers.acquire(server(selection, all)),
         }
+    }
+
+    /// The selection it shows.
+    pub fn selection(&self) -> &Selection {
+        &self.selection
     }
 
     /// The informer serving it, which may select more than it does.

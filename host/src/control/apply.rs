@@ -28,8 +28,8 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Api;
 use kube::api::{
-    DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams, Preconditions,
-    PropagationPolicy,
+    DeleteParams, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch, PatchParams,
+    PostParams, Preconditions, PropagationPolicy,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -57,6 +57,8 @@ pub struct ClusterBackend {
 /// First pause before a write is sent again; it doubles up to [`MAX_RESEND_PAUSE`].
 const FIRST_RESEND_PAUSE: Duration = Duration::from_millis(50);
 const MAX_RESEND_PAUSE: Duration = Duration::from_secs(1);
+/// Objects per page of a metadata list.
+const LIST_PAGE: u32 = 500;
 
 impl ClusterBackend {
     /// A backend for the guest `controller`, reading from `informers`, that sends an idempotent
@@ -145,26 +147,19 @@ impl ClusterBackend {
         contains(&cached.value, &request.object) && managed::owns_exactly(owned, &request.object)
     }
 
-    /// Adds (`present`) or removes the guest's `finalizer` on `object` as cached, with its
-    /// resourceVersion: a conflict if the object changed since. The patched object is recorded,
-    /// so the next reconcile reads it even before the watch delivers it. Removing the finalizer
-    /// from an object that is already gone succeeds.
-    pub async fn set_finalizer(
+    /// Sets the finalizers of `object` as cached to `finalizers`, with its resourceVersion: a
+    /// conflict if the object changed since. The patched object is recorded, so the next
+    /// reconcile reads it even before the watch delivers it. Only removing finalizers from an
+    /// object that is already gone succeeds.
+    pub async fn set_finalizers(
         &self,
         kind: &GroupVersionKind,
         object: &CachedObject,
-        finalizer: &str,
-        present: bool,
+        finalizers: &[&str],
     ) -> Result<(), CallError> {
-        let mut finalizers: Vec<&String> = object
-            .finalizers
+        let removing = finalizers
             .iter()
-            .filter(|f| *f != finalizer)
-            .collect();
-        let ours = finalizer.to_owned();
-        if present {
-            finalizers.push(&ours);
-        }
+            .all(|f| object.finalizers.iter().any(|o| o == f));
         let api = self.api(kind, object.namespace.as_deref()).await?;
         let patch = serde_json::json!({
             "metadata": { "resourceVersion": object.resource_version, "finalizers": finalizers }
@@ -182,8 +177,39 @@ impl ClusterBackend {
                 Self::record(&informers, patched);
                 Ok(())
             }
-            Err(kube::Error::Api(status)) if status.code == 404 && !present => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 && removing => Ok(()),
             Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The object of `kind` named `name` as the API server has it now, read past the cache.
+    pub async fn live(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<CachedObject>, CallError> {
+        let api = self.api(kind, namespace).await?;
+        Ok(api.get_opt(name).await?.map(CachedObject::new))
+    }
+
+    /// Hands the metadata of every object of `kind` in `namespace` (or all) to `each`, listed
+    /// page by page past any label selector; nothing is kept.
+    pub async fn each_metadata(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        mut each: impl FnMut(ObjectMeta),
+    ) -> Result<(), CallError> {
+        let api = self.api(kind, namespace).await?;
+        let mut params = ListParams::default().limit(LIST_PAGE);
+        loop {
+            let page = api.list_metadata(&params).await?;
+            page.items.into_iter().for_each(|o| each(o.metadata));
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                _ => return Ok(()),
+            }
         }
     }
 

@@ -4,7 +4,10 @@
 //! Guarantees: a key is reconciled by at most one worker at a time; a failed reconcile is
 //! retried with per-key exponential backoff, reset on success; a finalizer the guest declares
 //! is added before its first reconcile of an object and removed only after `finalize` succeeds,
-//! from the object as `finalize` left it;
+//! from the object as `finalize` left it; an object that leaves a label-selected primary's
+//! selection, seen leaving or found outside it at start, has the finalizer removed without
+//! `finalize`: it is no longer the guest's; a finalizer an earlier module of the guest declared
+//! is replaced by the current one;
 //! replacing the module is atomic at the next dequeue and re-enqueues every key.
 
 use std::collections::HashMap;
@@ -30,7 +33,7 @@ use crate::control::queue::WorkQueue;
 use crate::control::tally::{Streak, Tally};
 use crate::control::trigger;
 use crate::histogram::{Histogram, RECONCILE_TIME_BUCKETS};
-use crate::wasm::backend::{Backend, Scope};
+use crate::wasm::backend::{Backend, CallError, Scope};
 use crate::wasm::bindings::types::{self, Reason};
 use crate::wasm::declaration::{Mapping, Metadata};
 use crate::wasm::dispatch::{self, Entry, Failure, Outcome};
@@ -41,6 +44,9 @@ use crate::wasm::runtime::{Limits, Runtime};
 
 /// Pause before a call the host had no room for is made again.
 const BUSY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Pause before a failed list of the objects outside the selection is made again.
+const SWEEP_RETRY: Duration = Duration::from_secs(5);
 
 /// How the operator runs a guest, on top of what the module declares.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +66,10 @@ pub struct Settings {
     pub queue: QueueConfig,
     /// What the operator granted; `None`: everything on the declared kinds.
     pub grants: Option<Vec<Grant>>,
+    /// Finalizers an earlier module of this guest put on the same primary objects: the host
+    /// replaces them with the current one (or removes them) as it reconciles each object, and
+    /// finalizes an object being deleted that carries only one of them.
+    pub retired_finalizers: Vec<String>,
 }
 
 /// Counters of a guest's reconciles. Every reconcile is timed once and counted once as
@@ -255,6 +265,11 @@ impl Controller {
                 tasks.spawn(async move { mapper.map().await });
             }
         }
+        if controller.finalizes(module.metadata.finalizer.as_deref())
+            && controller.selects_by_label()
+        {
+            tasks.spawn(controller.clone().sweep_unselected());
+        }
         if let Some(period) = controller.settings.resync {
             let weak = Arc::downgrade(&controller);
             tasks.spawn(resync(weak, controller.stop.clone(), period));
@@ -411,6 +426,25 @@ impl Controller {
         &self.settings.name
     }
 
+    /// How the operator runs it.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Its primary selection, in each namespace it runs in.
+    pub fn primaries(&self) -> &[View] {
+        &self.primaries
+    }
+
+    /// The finalizers it keeps on its objects: the current module's, then retired ones.
+    pub fn finalizers(&self) -> Vec<String> {
+        let current = self.module().metadata.finalizer.clone();
+        current
+            .into_iter()
+            .chain(self.settings.retired_finalizers.iter().cloned())
+            .collect()
+    }
+
     /// Workers it runs, each reconciling one key at a time.
     pub fn max_concurrency(&self) -> u32 {
         self.settings.max_concurrency
@@ -548,28 +582,51 @@ impl Controller {
         let metadata = &module.metadata;
         let mut object = self.primary(key);
         let mut entry = Entry::Reconcile;
-        self.note_finalizing(key, object.as_deref(), metadata.finalizer.as_deref());
-        if let (Some(finalizer), Some(cached)) = (&metadata.finalizer, object.clone()) {
-            let carries = cached.finalizers.iter().any(|f| f == finalizer);
-            if cached.deleting {
-                if !carries {
+        let finalizer = metadata.finalizer.as_deref();
+        self.note_finalizing(key, object.as_deref(), finalizer);
+        match object.clone() {
+            Some(cached) if self.finalizes(finalizer) => {
+                let held = self.holds(&cached, finalizer);
+                if cached.deleting && (!held || finalizer.is_none()) {
+                    // Not the guest's to finalize; a retired finalizer of a guest that no
+                    // longer declares one goes without `finalize`.
+                    if held && let Err(error) = self.release(&cached, finalizer).await {
+                        self.retry(key, &format!("removing retired finalizers: {error}"));
+                        return;
+                    }
                     self.counters.succeeded.fetch_add(1, Ordering::Relaxed);
                     self.queue.forget(key);
                     return;
                 }
-                entry = Entry::Finalize;
-            } else if !carries {
-                let added = self
-                    .backend
-                    .set_finalizer(&metadata.primary.kind, &cached, finalizer, true)
-                    .await;
-                if let Err(error) = added {
-                    self.retry(key, &format!("adding finalizer {finalizer}: {error}"));
+                if cached.deleting {
+                    entry = Entry::Finalize;
+                } else {
+                    let wanted = self.wanted_finalizers(&cached, finalizer);
+                    if wanted != cached.finalizers {
+                        let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
+                        let set = self
+                            .backend
+                            .set_finalizers(&metadata.primary.kind, &cached, &wanted)
+                            .await;
+                        if let Err(error) = set {
+                            self.retry(key, &format!("adding finalizer {finalizer:?}: {error}"));
+                            return;
+                        }
+                        // The guest sees the object with its finalizer, as recorded by the write.
+                        object = self.primary(key).or(object);
+                    }
+                }
+            }
+            None if self.finalizes(finalizer) && self.selects_by_label() => {
+                if let Err(error) = self.release_unselected(key, finalizer).await {
+                    self.retry(
+                        key,
+                        &format!("releasing an object that left the selection: {error}"),
+                    );
                     return;
                 }
-                // The guest sees the object with its finalizer, as recorded by the write.
-                object = self.primary(key).or(object);
             }
+            _ => {}
         }
         let request = types::Request {
             key: types::ObjectKey {
@@ -603,20 +660,15 @@ impl Controller {
                 // the one `finalize` was given if the cache no longer holds it (it left the
                 // selection) or holds another object of that name.
                 if entry == Entry::Finalize
-                    && let Some(finalizer) = &metadata.finalizer
                     && let Some(finalized) = &object
                     && let Some(object) = self
                         .primary(key)
                         .filter(|fresh| fresh.uid == finalized.uid)
                         .or_else(|| Some(finalized.clone()))
-                    && object.finalizers.iter().any(|f| f == finalizer)
+                    && self.holds(&object, finalizer)
                 {
-                    let removed = self
-                        .backend
-                        .set_finalizer(&metadata.primary.kind, &object, finalizer, false)
-                        .await;
-                    if let Err(error) = removed {
-                        self.retry(key, &format!("removing finalizer {finalizer}: {error}"));
+                    if let Err(error) = self.release(&object, finalizer).await {
+                        self.retry(key, &format!("removing finalizer {finalizer:?}: {error}"));
                         return;
                     }
                     self.note_finalizing(key, None, None);
@@ -686,7 +738,7 @@ impl Controller {
         finalizer: Option<&str>,
     ) {
         let deleted = object
-            .filter(|o| o.deleting && o.finalizers.iter().any(|f| Some(f.as_str()) == finalizer))
+            .filter(|o| o.deleting && finalizer.is_some() && self.holds(o, finalizer))
             .map(|o| {
                 let at = serde_json::from_value::<Time>(
                     o.value["metadata"]["deletionTimestamp"].clone(),
@@ -715,6 +767,141 @@ impl Controller {
         self.counters
             .streak
             .failed(&self.settings.name, key, message, || self.held());
+    }
+
+    /// Whether the guest has a finalizer, or retired one, to keep on its objects.
+    fn finalizes(&self, finalizer: Option<&str>) -> bool {
+        finalizer.is_some() || !self.settings.retired_finalizers.is_empty()
+    }
+
+    /// Whether `object` carries the guest's `finalizer` or one it retired.
+    fn holds(&self, object: &CachedObject, finalizer: Option<&str>) -> bool {
+        object.finalizers.iter().any(|f| self.is_ours(f, finalizer))
+    }
+
+    fn is_ours(&self, candidate: &str, finalizer: Option<&str>) -> bool {
+        Some(candidate) == finalizer
+            || self
+                .settings
+                .retired_finalizers
+                .iter()
+                .any(|r| r == candidate)
+    }
+
+    /// The finalizers `object` is to carry while it lives: its own without retired ones, and
+    /// the guest's `finalizer`.
+    fn wanted_finalizers(&self, object: &CachedObject, finalizer: Option<&str>) -> Vec<String> {
+        let retired = &self.settings.retired_finalizers;
+        let mut wanted: Vec<String> = object
+            .finalizers
+            .iter()
+            .filter(|f| !retired.contains(f))
+            .cloned()
+            .collect();
+        if let Some(finalizer) = finalizer
+            && !wanted.iter().any(|f| f == finalizer)
+        {
+            wanted.push(finalizer.to_owned());
+        }
+        wanted
+    }
+
+    /// Removes the guest's finalizer and those it retired from `object`.
+    async fn release(
+        &self,
+        object: &CachedObject,
+        finalizer: Option<&str>,
+    ) -> Result<(), CallError> {
+        let kept: Vec<&str> = object
+            .finalizers
+            .iter()
+            .map(String::as_str)
+            .filter(|f| !self.is_ours(f, finalizer))
+            .collect();
+        let kind = &self.module().metadata.primary.kind;
+        self.backend.set_finalizers(kind, object, &kept).await
+    }
+
+    /// Whether the guest's primary selection has a label selector, which an object can leave.
+    fn selects_by_label(&self) -> bool {
+        self.primaries
+            .iter()
+            .any(|v| v.selection().selector.is_some())
+    }
+
+    /// Releases the object with `key`, absent from the cache, if it still exists outside the
+    /// guest's selection and carries the guest's finalizers: it is no longer the guest's, and no
+    /// `finalize` is called for it.
+    async fn release_unselected(
+        &self,
+        key: &ObjectKey,
+        finalizer: Option<&str>,
+    ) -> Result<(), CallError> {
+        let kind = &self.module().metadata.primary.kind;
+        let live = self
+            .backend
+            .live(kind, key.namespace.as_deref(), &key.name)
+            .await?;
+        let Some(live) = live else {
+            return Ok(());
+        };
+        if self.primaries.iter().any(|v| v.selection().selects(&live))
+            || !self.holds(&live, finalizer)
+        {
+            return Ok(());
+        }
+        tracing::info!(guest = %self.settings.name, %key, "object left the guest's selection; removing its finalizer without finalize");
+        self.release(&live, finalizer).await
+    }
+
+    /// Queues, as deleted, each object outside the guest's label-selected primary selection
+    /// that carries its finalizers: it left the selection while no host watched it, and its
+    /// reconcile releases it. Runs once the primaries have listed; a failed list is retried.
+    async fn sweep_unselected(self: Arc<Self>) {
+        for view in &self.primaries {
+            tokio::select! {
+                () = view.informer().synced() => {}
+                () = self.stop.cancelled() => return,
+            }
+        }
+        let metadata = self.module().metadata.clone();
+        let finalizer = metadata.finalizer.as_deref();
+        for view in &self.primaries {
+            let selection = view.selection();
+            loop {
+                let swept = self
+                    .backend
+                    .each_metadata(&selection.kind, selection.namespace.as_deref(), |meta| {
+                        let carries = meta
+                            .finalizers
+                            .iter()
+                            .flatten()
+                            .any(|f| self.is_ours(f, finalizer));
+                        let labels = meta.labels.unwrap_or_default();
+                        let selected = selection
+                            .selector
+                            .as_ref()
+                            .is_none_or(|s| s.matches(&labels));
+                        if carries
+                            && !selected
+                            && let Some(name) = meta.name
+                        {
+                            let key = ObjectKey {
+                                namespace: meta.namespace,
+                                name,
+                            };
+                            self.queue.add(key, Reason::Deleted);
+                        }
+                    })
+                    .await;
+                let Err(error) = swept else { break };
+                tracing::warn!(guest = %self.settings.name, %error, retry_in = ?SWEEP_RETRY, "listing objects outside the selection that carry the guest's finalizer");
+                tokio::select! {
+                    () = tokio::time::sleep(SWEEP_RETRY) => {}
+                    () = self.stop.cancelled() => return,
+                }
+            }
+        }
     }
 
     /// How many primary objects the guest holds.

@@ -9,6 +9,12 @@
 //! - otherwise drains the old controller (in-flight reconciles finish) and starts a new one,
 //!   which acquires the informers it needs and releases the ones nobody else uses.
 //!
+//! A new declaration of the same primary selection takes over the old finalizer: the new
+//! controller replaces it on each object with its own, or removes it if it declares none, and
+//! finalizes an object deleted before that. A guest unloaded, or replaced by one of another
+//! primary selection, leaves its finalizer on its objects: they are watched, logged and counted
+//! (see [`crate::control::orphans`]) until a guest with that finalizer runs again.
+//!
 //! An invalid module is rejected with an error in the log and the previous one keeps running; a
 //! removed file unloads its guest.
 //!
@@ -29,6 +35,7 @@ use tokio_util::task::TaskTracker;
 use crate::cluster::watch::{Informer, Informers, Resources};
 use crate::config::{Config, ModuleConfig, QueueConfig};
 use crate::control::controller::{Controller, Settings};
+use crate::control::orphans::Orphans;
 use crate::control::reload;
 use crate::wasm::declaration::Metadata;
 use crate::wasm::module::{self, LoadError, Module};
@@ -103,6 +110,8 @@ struct Shared {
     stopping: AtomicBool,
     /// Cancelled once shutdown has begun: ends the reload task, and a reload in progress.
     closing: CancellationToken,
+    /// Objects carrying the finalizers of guests no longer running.
+    orphans: Arc<Mutex<Vec<Arc<Orphans>>>>,
 }
 
 impl Host {
@@ -128,6 +137,7 @@ impl Host {
             counters: LoadCounters::default(),
             stopping: AtomicBool::new(false),
             closing: CancellationToken::new(),
+            orphans: Arc::default(),
         });
         let mut loaded = Vec::new();
         for module_config in &config.modules {
@@ -247,6 +257,11 @@ impl Observer {
     pub fn informers(&self) -> Vec<Arc<Informer>> {
         self.0.informers.running()
     }
+
+    /// Objects carrying the finalizers of guests no longer running, by guest and finalizer.
+    pub fn orphans(&self) -> Vec<Arc<Orphans>> {
+        self.0.orphans.lock().expect("orphans lock").clone()
+    }
 }
 
 impl Shared {
@@ -271,8 +286,44 @@ impl Shared {
         if self.stopping.load(Ordering::SeqCst) {
             return false;
         }
-        guests.insert(path, self.start_controller(module, settings));
+        let kind = module.metadata.primary.kind.clone();
+        let controller = self.start_controller(module, settings);
+        let finalizers = controller.finalizers();
+        self.orphans
+            .lock()
+            .expect("orphans lock")
+            .retain(|o| o.kind() != Some(&kind) || !finalizers.iter().any(|f| f == o.finalizer()));
+        guests.insert(path, controller);
         true
+    }
+
+    /// Watches the objects that keep the finalizers of `controller`, which stopped, until a
+    /// guest with one of them runs or no object carries it.
+    fn orphan(&self, controller: &Controller) {
+        for finalizer in controller.finalizers() {
+            let orphans = Orphans::watch(
+                controller.name(),
+                &finalizer,
+                controller.primaries().to_vec(),
+            );
+            let emptied = orphans.emptied();
+            self.orphans
+                .lock()
+                .expect("orphans lock")
+                .push(orphans.clone());
+            let (list, closing) = (self.orphans.clone(), self.closing.clone());
+            let weak = Arc::downgrade(&orphans);
+            self.tasks.spawn(async move {
+                tokio::select! {
+                    true = emptied => {}
+                    () = closing.cancelled() => return,
+                    else => return,
+                }
+                list.lock()
+                    .expect("orphans lock")
+                    .retain(|o| !std::ptr::eq(Arc::as_ptr(o), weak.as_ptr()));
+            });
+        }
     }
 
     /// Removes `controller` from the guest table, if it is still the one running its module.
@@ -333,6 +384,7 @@ impl Shared {
                     tracing::info!(guest = %controller.name(), path = %path.display(), "module file removed; unloading the guest");
                     controller.shut_down().await;
                     self.remove(path, &controller);
+                    self.orphan(&controller);
                     self.counters.unloaded.fetch_add(1, Ordering::Relaxed);
                 }
                 return;
@@ -363,7 +415,7 @@ impl Shared {
                 Ok((module, settings))
             }
         });
-        let (module, settings) = match prepared {
+        let (module, mut settings) = match prepared {
             Ok(prepared) => prepared,
             Err(error) => {
                 self.counters.rejected.fetch_add(1, Ordering::Relaxed);
@@ -392,6 +444,19 @@ impl Shared {
             Some(controller) => {
                 // The old guest stays listed while it drains.
                 controller.shut_down().await;
+                let old = controller.module();
+                if old.metadata.primary == module.metadata.primary
+                    && controller.settings().namespaces == settings.namespaces
+                {
+                    let current = module.metadata.finalizer.as_deref();
+                    settings.retired_finalizers = controller
+                        .finalizers()
+                        .into_iter()
+                        .filter(|f| Some(f.as_str()) != current)
+                        .collect();
+                } else {
+                    self.orphan(&controller);
+                }
                 let name = settings.name.clone();
                 if !self.install(path.clone(), module.clone(), settings) {
                     return;
@@ -438,6 +503,7 @@ fn settings(
         limits,
         queue: config.queue.unwrap_or(queue),
         grants: config.grants.clone(),
+        retired_finalizers: Vec::new(),
     }
 }
 

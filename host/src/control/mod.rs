@@ -2,12 +2,13 @@
 //! (triggers), keys wait in the guest's workqueue, workers hand each key to the guest's current
 //! module and execute its writes against the API server, and a tally keeps how reconciles end.
 //! The host runs one controller per module on shared informers and reloads modules as their
-//! files change.
+//! files change; an unloaded guest's finalizer is watched until the guest runs again.
 
 pub mod apply;
 pub mod controller;
 pub mod events;
 pub mod host;
+pub mod orphans;
 pub mod queue;
 pub mod reload;
 pub mod tally;

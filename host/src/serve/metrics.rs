@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use crate::cluster::selection::Selection;
 use crate::control::controller::Finalizing;
 use crate::control::host::Observer;
+use crate::control::orphans::OrphanCount;
 use crate::control::queue::QueueStats;
 use crate::control::tally::Tally;
 use crate::histogram::HistogramSnapshot;
@@ -79,6 +80,17 @@ pub struct LoadSnapshot {
     pub unloaded: u64,
 }
 
+/// Objects carrying the finalizer of a guest no longer running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrphanSnapshot {
+    /// The guest that declared the finalizer.
+    pub guest: String,
+    /// The finalizer.
+    pub finalizer: String,
+    /// How many objects carry it, and how many of them are being deleted.
+    pub count: OrphanCount,
+}
+
 /// Everything the metrics and status endpoints show, read at one moment.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Snapshot {
@@ -88,6 +100,8 @@ pub struct Snapshot {
     pub caches: Vec<CacheSnapshot>,
     /// Module load counters.
     pub loads: LoadSnapshot,
+    /// Finalizers of guests no longer running, still on objects.
+    pub orphans: Vec<OrphanSnapshot>,
 }
 
 impl Snapshot {
@@ -134,6 +148,15 @@ impl Snapshot {
                 rejected: load(&counters.rejected),
                 unloaded: load(&counters.unloaded),
             },
+            orphans: observer
+                .orphans()
+                .iter()
+                .map(|o| OrphanSnapshot {
+                    guest: o.guest().to_owned(),
+                    finalizer: o.finalizer().to_owned(),
+                    count: o.count(),
+                })
+                .collect(),
         }
     }
 
@@ -373,6 +396,29 @@ impl Snapshot {
         ] {
             out.family(name, Kind::Counter, help);
             out.sample(name, &[], value);
+        }
+        type Orphaned = (&'static str, &'static str, fn(&OrphanCount) -> usize);
+        let orphaned: [Orphaned; 2] = [
+            (
+                "kubewasm_unloaded_finalizer_objects",
+                "Objects carrying the finalizer of a guest no longer running",
+                |count| count.objects,
+            ),
+            (
+                "kubewasm_unloaded_finalizer_terminating_objects",
+                "Objects being deleted that stay Terminating: they wait for the finalizer of a guest no longer running",
+                |count| count.terminating,
+            ),
+        ];
+        for (name, help, value) in orphaned {
+            out.family(name, Kind::Gauge, help);
+            for orphan in &self.orphans {
+                let labels = [
+                    ("controller", orphan.guest.as_str()),
+                    ("finalizer", orphan.finalizer.as_str()),
+                ];
+                out.sample(name, &labels, value(&orphan.count));
+            }
         }
         type Family = (&'static str, Kind, &'static str, fn(&CacheSnapshot) -> u64);
         let caches: [Family; 2] = [
@@ -619,8 +665,16 @@ mod tests {
                 loaded: 2,
                 reloaded: 1,
                 rejected: 0,
-                unloaded: 0,
+                unloaded: 1,
             },
+            orphans: vec![OrphanSnapshot {
+                guest: "stamp".into(),
+                finalizer: "kubewasm.dev/stamp".into(),
+                count: OrphanCount {
+                    objects: 3,
+                    terminating: 1,
+                },
+            }],
         }
     }
 
@@ -629,6 +683,8 @@ mod tests {
         let text = snapshot().render();
         for line in [
             r#"controller_runtime_reconcile_total{controller="mirror",result="success"} 7"#,
+            r#"kubewasm_unloaded_finalizer_objects{controller="stamp",finalizer="kubewasm.dev/stamp"} 3"#,
+            r#"kubewasm_unloaded_finalizer_terminating_objects{controller="stamp",finalizer="kubewasm.dev/stamp"} 1"#,
             r#"controller_runtime_reconcile_total{controller="mirror",result="error"} 3"#,
             r#"controller_runtime_reconcile_total{controller="mirror",result="requeue"} 0"#,
             r#"controller_runtime_reconcile_total{controller="podset",result="requeue_after"} 2"#,

@@ -5,13 +5,21 @@
 //! guest left it, not as it was before `finalize`.
 //!
 //! With the feature `stuck`, `finalize` fails instead, as a clean-up blocked by something outside
-//! the guest does: the object stays Terminating.
+//! the guest does: the object stays Terminating. With the feature `renamed`, its finalizer is
+//! `kubewasm.dev/stamp-renamed`, as in a new version of a controller that renamed it.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use kubewasm_guest::patch_merge;
 use kubewasm_guest::prelude::*;
 use serde_json::json;
+
+/// The finalizer it keeps on its objects.
+const FINALIZER: &str = if cfg!(feature = "renamed") {
+    "kubewasm.dev/stamp-renamed"
+} else {
+    "kubewasm.dev/stamp"
+};
 
 /// The fixture controller.
 pub struct Stamp;
@@ -23,7 +31,7 @@ impl Controller for Stamp {
             Selection::new(Gvk::new("", "v1", "ConfigMap"))
                 .with_label_selector("kubewasm.dev/fixture=stamp"),
         )
-        .finalizer("kubewasm.dev/stamp")
+        .finalizer(FINALIZER)
     }
 
     fn reconcile(_: Request) -> Result<Action, ReconcileError> {
