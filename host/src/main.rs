@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kubewasm::cluster::leader::{self, ElectionConfig, LeaderElector, LeaderError, Leadership};
+use kubewasm::cluster::retry_after;
 use kubewasm::cmd::cli::{Cli, Command, LogFormat};
 use kubewasm::cmd::{check, rbac, render, scaffold};
 use kubewasm::config::Config;
@@ -236,7 +237,8 @@ fn init_debug_logs() {
 /// The API client, configured as controller-runtime's: `--kubeconfig`, else $KUBECONFIG, else
 /// the in-cluster service account, else ~/.kube/config. The client sends each request once:
 /// the host decides what is sent again and until when (`control::apply::resend`, the informers'
-/// backoff), so a write refused with 429 is never sent after the guest call it was made for.
+/// backoff), so a write refused with 429 is never sent after the guest call it was made for; a
+/// plain-text 429's `Retry-After` reaches it (see [`retry_after`]).
 async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
     let mut config = if let Some(path) = kubeconfig {
         let kubeconfig =
@@ -254,7 +256,8 @@ async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Cl
             .context("no --kubeconfig, no $KUBECONFIG, not in a cluster, no ~/.kube/config")?
     };
     config.default_retry = false;
-    Ok(kube::Client::try_from(config)?)
+    let stack = kube::client::ClientBuilder::try_from(config)?;
+    Ok(stack.with_layer(&retry_after::layer()).build())
 }
 
 async fn stop_on_signal(shutdown: CancellationToken) {

@@ -15,6 +15,9 @@
 //! (`apiserver_flowcontrol_rejected_requests_total` of the priority level), and the run fails
 //! unless some were.
 //!
+//! A write rejected with 429 is sent again no sooner than the rejection's Retry-After, which APF
+//! names only in a header of a plain-text answer: the host's log shows each wait.
+//!
 //! In the end every pod that ever existed is accounted for, as in `faults.rs`: each PodSet's
 //! replicas plus one replacement per deleted pod; any more is a duplicate. The run has a process
 //! (and so a control plane) of its own, so that nothing else loads the API server meanwhile.
@@ -23,7 +26,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration;
@@ -45,6 +48,21 @@ const ACCOUNT: &str = "kubewasm";
 const CONCURRENCY: usize = 16;
 /// The deadline of one reconcile: shorter than the Retry-After of a few rejections in a row.
 const DEADLINE_MS: u64 = 2000;
+
+/// The `wait=` of a host log line, as `Duration`'s debug form writes it (`50ms`, `1s`, `1.5s`).
+fn wait_of(line: &str) -> Option<Duration> {
+    let value = line.split("wait=").nth(1)?.split_whitespace().next()?;
+    let (number, unit) = value.split_at(value.find(|c: char| c.is_ascii_alphabetic() || c == 'µ')?);
+    let number: f64 = number.parse().ok()?;
+    let seconds = match unit {
+        "s" => number,
+        "ms" => number / 1e3,
+        "µs" => number / 1e6,
+        "ns" => number / 1e9,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(seconds))
+}
 
 /// A kubeconfig in `dir` that reaches the test API server as the bearer of `token`.
 fn token_kubeconfig(dir: &Path, token: &str) -> Result<PathBuf> {
@@ -177,7 +195,7 @@ async fn podsets_converge_with_no_pod_lost_or_duplicated_through_429s_from_flow_
     let baseline = rejected(&client, &level).await?;
     let host = HostProcess::start_via(ns.name(), &config, &kubeconfig, &[])?;
     let seen = Mutex::new(HashSet::new());
-    with_started_host(host, async |_| {
+    with_started_host(host, async |host| {
         let mut owners = Vec::new();
         let mut deleted = 0;
         for round in 0..=rounds {
@@ -210,6 +228,21 @@ async fn podsets_converge_with_no_pod_lost_or_duplicated_through_429s_from_flow_
             total > 0.0,
             "the API server rejected none of the host's requests at {seats} seats: nothing \
              was throttled"
+        );
+        // A write rejected with 429 waits at least the Retry-After of the rejection (1 s or
+        // more) before it is sent again, not the host's own shorter pause.
+        let hasty: Vec<String> = host
+            .log()
+            .lines()
+            .filter(|line| line.contains("sending it again") && line.contains("429"))
+            .filter(|line| wait_of(line).is_none_or(|wait| wait < Duration::from_secs(1)))
+            .map(str::to_owned)
+            .collect();
+        anyhow::ensure!(
+            hasty.is_empty(),
+            "{} writes were sent again before the Retry-After of their 429, as:\n{}",
+            hasty.len(),
+            hasty[..hasty.len().min(3)].join("\n")
         );
         let created = created_once(&seen, &recorder, PODSETS, REPLICAS, deleted).await?;
         eprintln!(
