@@ -21,8 +21,17 @@ use serde_json::json;
 
 /// Creates the ConfigMap `name` for the stamp guest and waits until it carries its finalizer.
 async fn create_finalized(config_maps: &Api<ConfigMap>, name: &str) -> Result<()> {
+    create_held(config_maps, name, &[]).await
+}
+
+/// Like [`create_finalized`], with the finalizers `held` of someone else too.
+async fn create_held(config_maps: &Api<ConfigMap>, name: &str, held: &[&str]) -> Result<()> {
     let object: ConfigMap = serde_json::from_value(json!({
-        "metadata": { "name": name, "labels": { "kubewasm.dev/fixture": "stamp" } },
+        "metadata": {
+            "name": name,
+            "labels": { "kubewasm.dev/fixture": "stamp" },
+            "finalizers": held,
+        },
     }))?;
     config_maps.create(&PostParams::default(), &object).await?;
     eventually("the guest's finalizer on the object", WAIT, || async {
@@ -74,6 +83,9 @@ fn install(module: &Path, path: &Path) -> Result<()> {
     std::fs::rename(&staged, path)?;
     Ok(())
 }
+
+/// A finalizer of someone other than the guest, which keeps a finalized object for the test.
+const HOLD: &str = "kubewasm.dev/hold";
 
 /// How long a deleted object may stay Terminating once its guest has finalized it.
 const RELEASE: Duration = Duration::from_secs(60);
@@ -201,8 +213,28 @@ async fn a_renamed_finalizer_replaces_the_old_one_and_the_new_module_finalizes()
         path.display(),
         ns.name()
     );
-    with_host(ns.name(), &config, async |_| {
+    with_host(ns.name(), &config, async |host| {
         create_finalized(&config_maps, "renamed").await?;
+        // Deleted while the old finalizer's clean-up is blocked, and held by someone else too:
+        // it still carries the old finalizer, and only that, when the rename comes.
+        create_held(&config_maps, "deleting", &[HOLD]).await?;
+        install(&guest_wasm_with("stamp", &["stuck"]), &path)?;
+        eventually("the blocking module swapped in", WAIT, || async {
+            Ok(host.log().contains("module swapped in place").then_some(()))
+        })
+        .await?;
+        config_maps
+            .delete("deleting", &DeleteParams::default())
+            .await?;
+        eventually("the finalize blocked", WAIT, || async {
+            Ok(host.log().contains("the clean-up is blocked").then_some(()))
+        })
+        .await?;
+        let waiting = finalizers(&config_maps, "deleting").await?;
+        anyhow::ensure!(
+            waiting == Some(vec![HOLD.to_owned(), "kubewasm.dev/stamp".to_owned()]),
+            "the deleting object does not wait for the old finalizer: {waiting:?}"
+        );
 
         install(&guest_wasm_with("stamp", &["renamed"]), &path)?;
         eventually(
@@ -213,6 +245,22 @@ async fn a_renamed_finalizer_replaces_the_old_one_and_the_new_module_finalizes()
                     .await?
                     .unwrap_or_default();
                 Ok((finalizers == ["kubewasm.dev/stamp-renamed"]).then_some(()))
+            },
+        )
+        .await?;
+        // The new module finalized it, and removed the old finalizer.
+        eventually(
+            "the deleting object finalized by the new module",
+            WAIT,
+            || async {
+                let object = config_maps.get("deleting").await?;
+                let stamped = object
+                    .metadata
+                    .annotations
+                    .unwrap_or_default()
+                    .contains_key("kubewasm.dev/finalized-at");
+                let finalizers = object.metadata.finalizers.unwrap_or_default();
+                Ok((stamped && finalizers == [HOLD]).then_some(()))
             },
         )
         .await?;
@@ -287,8 +335,9 @@ async fn an_unloaded_guests_finalizer_stays_reported_until_the_guest_is_loaded_a
         });
         anyhow::ensure!(said, "no log line says why the object stays Terminating");
 
-        // Loaded again, the guest finalizes it.
-        install(&guest_wasm("stamp"), &path)?;
+        // Loaded again, even with its finalizer renamed, the guest takes the old one over and
+        // finalizes the object.
+        install(&guest_wasm_with("stamp", &["renamed"]), &path)?;
         eventually("the finalized object to be gone", RELEASE, || async {
             Ok(finalizers(&config_maps, "kept")
                 .await?
@@ -296,9 +345,9 @@ async fn an_unloaded_guests_finalizer_stays_reported_until_the_guest_is_loaded_a
                 .then_some(()))
         })
         .await?;
-        eventually("the object out of the metrics", WAIT, || async {
-            let carrying = metric("kubewasm_unloaded_finalizer_objects").await?;
-            Ok((carrying == 0.0).then_some(()))
+        eventually("the finalizer no longer reported", WAIT, || async {
+            let text = scrape(address.parse()?).await?;
+            Ok((!text.contains("kubewasm_unloaded_finalizer_objects{")).then_some(()))
         })
         .await
     })

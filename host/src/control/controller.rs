@@ -5,12 +5,13 @@
 //! retried with per-key exponential backoff, reset on success; a finalizer the guest declares
 //! is added before its first reconcile of an object and removed only after `finalize` succeeds,
 //! from the object as `finalize` left it; an object that leaves a label-selected primary's
-//! selection, seen leaving or found outside it at start, has the finalizer removed without
-//! `finalize`: it is no longer the guest's; a finalizer an earlier module of the guest declared
-//! is replaced by the current one;
+//! selection, seen leaving or found outside it at start in a namespace the guest runs in, has
+//! the finalizer removed without `finalize`: it is no longer the guest's; a finalizer that an
+//! earlier module of the guest declared on the same primary selection while the host ran is
+//! replaced by the current one;
 //! replacing the module is atomic at the next dequeue and re-enqueues every key.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -136,6 +137,10 @@ pub struct Controller {
     /// second of their deletionTimestamp: each key from when it is processed so until it is
     /// processed otherwise. An object that left the guest's selection is no longer counted.
     finalizing: Mutex<HashMap<ObjectKey, (Option<String>, i64)>>,
+    /// Keys of objects that went from the cache still carrying the guest's finalizers: each may
+    /// have left a label selector, and is looked up live once. Filled only when the primary
+    /// selection has a label selector.
+    gone_holding: Arc<Mutex<HashSet<ObjectKey>>>,
 }
 
 /// Objects being deleted that still wait for a guest's `finalize`.
@@ -235,6 +240,7 @@ impl Controller {
             unmapped_states: Mutex::default(),
             counters: Counters::default(),
             finalizing: Mutex::default(),
+            gone_holding: Arc::default(),
         });
         let primary_kind = module.metadata.primary.kind.clone();
         let mut subscriptions = Vec::new();
@@ -242,10 +248,26 @@ impl Controller {
             on: module.metadata.reconcile_on,
             finalizer: module.metadata.finalizer.clone(),
         };
+        let watch_leaving = controller.selects_by_label();
+        let ours = controller.finalizers();
         for view in &controller.primaries {
             let queue = controller.queue.clone();
             let updates = updates.clone();
+            let gone_holding = controller.gone_holding.clone();
+            let ours = ours.clone();
+            let selection = view.selection().clone();
             subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
+                // Gone, or still cached but outside the selection.
+                if watch_leaving
+                    && change
+                        .new
+                        .as_ref()
+                        .is_none_or(|new| !selection.selects(new))
+                    && let Some(old) = &change.old
+                    && old.finalizers.iter().any(|f| ours.contains(f))
+                {
+                    gone_holding.lock().expect("gone lock").insert(old.key());
+                }
                 if let Some((key, reason)) = trigger::primary(change, &updates) {
                     enqueue(&queue, change.initial, key, reason);
                 }
@@ -584,6 +606,7 @@ impl Controller {
         let mut entry = Entry::Reconcile;
         let finalizer = metadata.finalizer.as_deref();
         self.note_finalizing(key, object.as_deref(), finalizer);
+        let gone_holding = self.gone_holding.lock().expect("gone lock").remove(key);
         match object.clone() {
             Some(cached) if self.finalizes(finalizer) => {
                 let held = self.holds(&cached, finalizer);
@@ -617,8 +640,12 @@ impl Controller {
                     }
                 }
             }
-            None if self.finalizes(finalizer) && self.selects_by_label() => {
+            None if gone_holding => {
                 if let Err(error) = self.release_unselected(key, finalizer).await {
+                    self.gone_holding
+                        .lock()
+                        .expect("gone lock")
+                        .insert(key.clone());
                     self.retry(
                         key,
                         &format!("releasing an object that left the selection: {error}"),
@@ -829,14 +856,25 @@ impl Controller {
             .any(|v| v.selection().selector.is_some())
     }
 
-    /// Releases the object with `key`, absent from the cache, if it still exists outside the
-    /// guest's selection and carries the guest's finalizers: it is no longer the guest's, and no
-    /// `finalize` is called for it.
+    /// Releases the object with `key`, gone from the cache, if it still exists in a namespace
+    /// the guest runs in, outside its label selector, carrying its finalizers: it is no longer
+    /// the guest's, and no `finalize` is called for it.
     async fn release_unselected(
         &self,
         key: &ObjectKey,
         finalizer: Option<&str>,
     ) -> Result<(), CallError> {
+        let scoped: Vec<&Selection> = self
+            .primaries
+            .iter()
+            .map(View::selection)
+            .filter(|s| {
+                s.namespace.is_none() || key.namespace.is_none() || s.namespace == key.namespace
+            })
+            .collect();
+        if scoped.is_empty() {
+            return Ok(());
+        }
         let kind = &self.module().metadata.primary.kind;
         let live = self
             .backend
@@ -845,9 +883,7 @@ impl Controller {
         let Some(live) = live else {
             return Ok(());
         };
-        if self.primaries.iter().any(|v| v.selection().selects(&live))
-            || !self.holds(&live, finalizer)
-        {
+        if scoped.iter().any(|s| s.selects(&live)) || !self.holds(&live, finalizer) {
             return Ok(());
         }
         tracing::info!(guest = %self.settings.name, %key, "object left the guest's selection; removing its finalizer without finalize");
@@ -890,6 +926,9 @@ impl Controller {
                                 namespace: meta.namespace,
                                 name,
                             };
+                            let mut gone = self.gone_holding.lock().expect("gone lock");
+                            gone.insert(key.clone());
+                            drop(gone);
                             self.queue.add(key, Reason::Deleted);
                         }
                     })

@@ -281,18 +281,29 @@ impl Shared {
 
     /// Starts a controller for the module at `path` in place of any other, unless shutdown has
     /// begun; whether it started.
-    fn install(&self, path: PathBuf, module: Arc<Module>, settings: Settings) -> bool {
+    /// A finalizer the same guest left on the same primary selection when it stopped is taken
+    /// over (see [`Settings::retired_finalizers`]); one the new guest declares on its kind is
+    /// no longer watched as left behind.
+    fn install(&self, path: PathBuf, module: Arc<Module>, mut settings: Settings) -> bool {
         let mut guests = self.guests.lock().expect("guest table lock");
         if self.stopping.load(Ordering::SeqCst) {
             return false;
         }
-        let kind = module.metadata.primary.kind.clone();
+        let metadata = &module.metadata;
+        let mut orphans = self.orphans.lock().expect("orphans lock");
+        for orphan in orphans.iter() {
+            let left = orphan.finalizer();
+            if orphan.same_selection(&settings.name, &metadata.primary, &settings.namespaces)
+                && metadata.finalizer.as_deref() != Some(left)
+                && !settings.retired_finalizers.iter().any(|r| r == left)
+            {
+                settings.retired_finalizers.push(left.to_owned());
+            }
+        }
+        let kind = metadata.primary.kind.clone();
         let controller = self.start_controller(module, settings);
         let finalizers = controller.finalizers();
-        self.orphans
-            .lock()
-            .expect("orphans lock")
-            .retain(|o| o.kind() != Some(&kind) || !finalizers.iter().any(|f| f == o.finalizer()));
+        orphans.retain(|o| o.kind() != &kind || !finalizers.iter().any(|f| f == o.finalizer()));
         guests.insert(path, controller);
         true
     }
@@ -301,11 +312,7 @@ impl Shared {
     /// guest with one of them runs or no object carries it.
     fn orphan(&self, controller: &Controller) {
         for finalizer in controller.finalizers() {
-            let orphans = Orphans::watch(
-                controller.name(),
-                &finalizer,
-                controller.primaries().to_vec(),
-            );
+            let orphans = Orphans::watch(controller, &finalizer);
             let emptied = orphans.emptied();
             self.orphans
                 .lock()
@@ -314,10 +321,12 @@ impl Shared {
             let (list, closing) = (self.orphans.clone(), self.closing.clone());
             let weak = Arc::downgrade(&orphans);
             self.tasks.spawn(async move {
-                tokio::select! {
-                    true = emptied => {}
+                let emptied = tokio::select! {
+                    emptied = emptied => emptied,
                     () = closing.cancelled() => return,
-                    else => return,
+                };
+                if !emptied {
+                    return;
                 }
                 list.lock()
                     .expect("orphans lock")

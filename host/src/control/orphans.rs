@@ -14,8 +14,10 @@ use kube::api::GroupVersionKind;
 use tokio::sync::Notify;
 
 use crate::cluster::cache::{CachedObject, Change};
+use crate::cluster::selection::Selection;
 use crate::cluster::view::View;
 use crate::cluster::watch::Subscription;
+use crate::control::controller::Controller;
 
 /// Shortest time between two counts of a selection that keeps changing.
 const RECOUNT: Duration = Duration::from_secs(1);
@@ -24,6 +26,9 @@ const RECOUNT: Duration = Duration::from_secs(1);
 pub struct Orphans {
     guest: String,
     finalizer: String,
+    /// The guest's primary selection as declared, and the namespaces it ran in.
+    primary: Selection,
+    namespaces: Vec<String>,
     views: Vec<View>,
     /// Notified on every change of the selection.
     changed: Arc<Notify>,
@@ -40,9 +45,11 @@ pub struct OrphanCount {
 }
 
 impl Orphans {
-    /// Watches the objects of `views` (the primary selection of `guest`, just unloaded) that
-    /// carry `finalizer`, and logs how many there are.
-    pub fn watch(guest: &str, finalizer: &str, views: Vec<View>) -> Arc<Self> {
+    /// Watches the objects of the primary selection of `controller`, which stopped, that carry
+    /// `finalizer`, and logs how many there are.
+    pub fn watch(controller: &Controller, finalizer: &str) -> Arc<Self> {
+        let guest = controller.name();
+        let views = controller.primaries().to_vec();
         let changed = Arc::new(Notify::new());
         let subscriptions = views
             .iter()
@@ -68,6 +75,8 @@ impl Orphans {
         let orphans = Arc::new(Self {
             guest: guest.to_owned(),
             finalizer: finalizer.to_owned(),
+            primary: controller.module().metadata.primary.clone(),
+            namespaces: controller.settings().namespaces.clone(),
             views,
             changed,
             _subscriptions: subscriptions,
@@ -96,8 +105,14 @@ impl Orphans {
     }
 
     /// The primary kind whose objects carry it.
-    pub fn kind(&self) -> Option<&GroupVersionKind> {
-        self.views.first().map(|v| &v.selection().kind)
+    pub fn kind(&self) -> &GroupVersionKind {
+        &self.primary.kind
+    }
+
+    /// Whether a guest named `guest`, declaring `primary` and run in `namespaces`, selects
+    /// exactly the objects these are watched on.
+    pub fn same_selection(&self, guest: &str, primary: &Selection, namespaces: &[String]) -> bool {
+        self.guest == guest && &self.primary == primary && self.namespaces == namespaces
     }
 
     /// How many objects carry the finalizer now.

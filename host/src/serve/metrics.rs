@@ -8,6 +8,7 @@
 //! written as its Go client writes them (`le="0.005"`, `le="1e-08"`), cumulative up to
 //! `le="+Inf"`, which equals `_count`.
 
+use std::collections::BTreeMap;
 use std::fmt::{Display, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -148,15 +149,7 @@ impl Snapshot {
                 rejected: load(&counters.rejected),
                 unloaded: load(&counters.unloaded),
             },
-            orphans: observer
-                .orphans()
-                .iter()
-                .map(|o| OrphanSnapshot {
-                    guest: o.guest().to_owned(),
-                    finalizer: o.finalizer().to_owned(),
-                    count: o.count(),
-                })
-                .collect(),
+            orphans: orphans(observer),
         }
     }
 
@@ -454,6 +447,27 @@ impl Snapshot {
         }
         out.0
     }
+}
+
+/// The objects left with each unloaded guest's finalizer, summed per guest and finalizer (one
+/// pair may have been left on several selections).
+fn orphans(observer: &Observer) -> Vec<OrphanSnapshot> {
+    let mut summed: BTreeMap<(String, String), OrphanCount> = BTreeMap::new();
+    for orphans in observer.orphans() {
+        let key = (orphans.guest().to_owned(), orphans.finalizer().to_owned());
+        let count = orphans.count();
+        let sum = summed.entry(key).or_default();
+        sum.objects += count.objects;
+        sum.terminating += count.terminating;
+    }
+    summed
+        .into_iter()
+        .map(|((guest, finalizer), count)| OrphanSnapshot {
+            guest,
+            finalizer,
+            count,
+        })
+        .collect()
 }
 
 /// An informer's labels; empty for the core group, every namespace and no selector.
