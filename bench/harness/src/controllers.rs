@@ -215,7 +215,7 @@ impl Launcher {
             .arg(&self.compile_cache)
             .args(["--metrics-bind-address", &metrics])
             .args(["--health-probe-bind-address", "0"])
-            .env("RUST_LOG", "warn,kubewasm::host=info");
+            .env("RUST_LOG", "warn,kubewasm::control::host=info");
         if !options.reload {
             command.arg("--no-reload");
         }
