@@ -2,6 +2,7 @@
 //! metadata the host needs parsed once per change.
 
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, RwLock};
 
 use kube::api::{DynamicObject, GroupVersionKind};
@@ -36,11 +37,19 @@ pub struct Applied {
     pub manager: String,
     /// The subresource applied to, such as `status`; `None` for the object itself.
     pub subresource: Option<String>,
-    /// The fields, as `fieldsV1` (see [`crate::cluster::managed`]).
-    pub fields: serde_json::Value,
+    /// The fields, as the JSON text of `fieldsV1` (see [`crate::cluster::managed`]).
+    pub fields: Box<str>,
 }
 
-/// One cached object: its serialized form and its parsed metadata.
+impl Applied {
+    /// The fields as a JSON tree.
+    pub fn fields(&self) -> serde_json::Value {
+        serde_json::from_str(&self.fields).expect("the cache holds valid JSON")
+    }
+}
+
+/// One cached object: its serialized form and the metadata the host indexes and compares, and
+/// no other copy of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CachedObject {
     /// The object as JSON, without `metadata.managedFields`.
@@ -61,8 +70,12 @@ pub struct CachedObject {
     pub finalizers: Vec<String>,
     /// Whether deletion has started.
     pub deleting: bool,
-    /// The parsed object; the host compares intents against it.
-    pub value: Arc<serde_json::Value>,
+    /// `deletionTimestamp`, in Unix seconds.
+    pub deleted_at: Option<i64>,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// A digest of the annotations, to tell a change of them; absent and empty are alike.
+    pub annotations: u64,
     /// What the host's field managers last applied to it.
     pub applied: Vec<Applied>,
 }
@@ -85,7 +98,7 @@ impl CachedObject {
                 Some(Applied {
                     manager,
                     subresource: entry.subresource.filter(|s| !s.is_empty()),
-                    fields: entry.fields_v1?.0,
+                    fields: entry.fields_v1?.0.to_string().into(),
                 })
             })
             .collect();
@@ -102,9 +115,9 @@ impl CachedObject {
                 controller: o.controller == Some(true),
             })
             .collect();
-        let value = serde_json::to_value(&object).expect("an object from the API serializes");
+        let json = serde_json::to_string(&object).expect("an object from the API serializes");
         Self {
-            json: value.to_string().into(),
+            json: json.into(),
             namespace: meta.namespace.clone(),
             name: meta.name.clone().unwrap_or_default(),
             uid: meta.uid.clone(),
@@ -113,7 +126,9 @@ impl CachedObject {
             owners,
             finalizers: meta.finalizers.clone().unwrap_or_default(),
             deleting: meta.deletion_timestamp.is_some(),
-            value: Arc::new(value),
+            deleted_at: meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()),
+            generation: meta.generation,
+            annotations: digest(meta.annotations.iter().flatten()),
             applied,
         }
     }
@@ -131,10 +146,24 @@ impl CachedObject {
         self.owners.iter().find(|o| o.controller)
     }
 
+    /// The object as a JSON tree, parsed from its text.
+    pub fn parse(&self) -> serde_json::Value {
+        serde_json::from_str(&self.json).expect("the cache holds valid JSON")
+    }
+
     /// The resourceVersion as an integer, when it is one.
     pub fn version(&self) -> Option<u64> {
         self.resource_version.as_deref()?.parse().ok()
     }
+}
+
+/// A digest of key-value pairs in order: equal for equal maps within one process.
+fn digest<'a>(entries: impl Iterator<Item = (&'a String, &'a String)>) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    for (key, value) in entries {
+        (key, value).hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// The kind of a Kubernetes object from its `apiVersion` and `kind`, if it has both.
@@ -687,7 +716,7 @@ mod tests {
     fn managed_fields_are_dropped() {
         let cached = object("a", "x", "1", &[]);
         assert!(!cached.json.contains("managedFields"));
-        assert_eq!(cached.value["metadata"]["name"], "x");
+        assert_eq!(cached.parse()["metadata"]["name"], "x");
     }
 
     #[test]

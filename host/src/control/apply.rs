@@ -34,7 +34,7 @@ use kube::api::{
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::cluster::cache::{CachedObject, FIELD_MANAGER_PREFIX, ObjectKey};
+use crate::cluster::cache::{Applied, CachedObject, FIELD_MANAGER_PREFIX, ObjectKey};
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::watch::{Informer, Resources};
 use crate::cluster::{leader, managed};
@@ -138,13 +138,12 @@ impl ClusterBackend {
     /// without an entry owns none, as after an apply that set no field).
     fn unchanged_by(&self, cached: &CachedObject, request: &ApplyRequest) -> bool {
         let subresource = request.status.then_some("status");
-        let none = Value::Object(serde_json::Map::new());
         let owned = cached
             .applied
             .iter()
             .find(|a| a.manager == self.field_manager && a.subresource.as_deref() == subresource)
-            .map_or(&none, |applied| &applied.fields);
-        contains(&cached.value, &request.object) && managed::owns_exactly(owned, &request.object)
+            .map_or_else(|| Value::Object(serde_json::Map::new()), Applied::fields);
+        managed::owns_exactly(&owned, &request.object) && contains(&cached.parse(), &request.object)
     }
 
     /// Sets the finalizers of `object` as cached to `finalizers`, with its resourceVersion: a

@@ -17,13 +17,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::GroupVersionKind;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::cluster::cache::{CachedObject, Change, ObjectKey, kind_of};
+use crate::cluster::cache::{CachedObject, Change, ObjectKey};
 use crate::cluster::selection::Selection;
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::view::View;
@@ -327,7 +326,8 @@ impl Controller {
             })));
         }
         for (view, mapping) in watched {
-            let handler = self.watch_handler(mapping, primary.clone(), namespaced);
+            let watched = view.selection().kind.clone();
+            let handler = self.watch_handler(watched, mapping, primary.clone(), namespaced);
             subscriptions.push(view.subscribe(handler));
         }
         // Under the lock that shut_down clears them with: none outlives a stopped controller.
@@ -337,8 +337,10 @@ impl Controller {
         }
     }
 
+    /// The trigger of the watched kind `watched`.
     fn watch_handler(
         self: &Arc<Self>,
+        watched: GroupVersionKind,
         mapping: Mapping,
         primary: GroupVersionKind,
         namespaced: bool,
@@ -359,22 +361,19 @@ impl Controller {
                 let weak = Arc::downgrade(self);
                 Arc::new(move |change: &Change| {
                     if let Some(controller) = weak.upgrade() {
-                        controller.to_map(change);
+                        controller.to_map(&watched, change);
                     }
                 })
             }
         }
     }
 
-    /// Queues the changed watched object for `map-keys`.
-    fn to_map(&self, change: &Change) {
+    /// Queues the changed watched object, of kind `kind`, for `map-keys`.
+    fn to_map(&self, kind: &GroupVersionKind, change: &Change) {
         let Some(object) = change.new.as_ref().or(change.old.as_ref()) else {
             return;
         };
-        let Some(kind) = kind_of(&object.value) else {
-            return;
-        };
-        let key = (kind, object.key());
+        let key = (kind.clone(), object.key());
         let mut unmapped = self.unmapped_states.lock().expect("unmapped lock");
         let entry = unmapped.entry(key.clone()).or_insert(Unmapped {
             states: Vec::new(),
@@ -396,7 +395,7 @@ impl Controller {
                 .remove(&item.key);
             if let Some(Unmapped { states, initial }) = unmapped {
                 tokio::select! {
-                    () = self.map_keys(states, initial) => {}
+                    () = self.map_keys(&item.key.0, states, initial) => {}
                     () = self.stop.cancelled() => return,
                 }
             }
@@ -404,12 +403,15 @@ impl Controller {
         }
     }
 
-    async fn map_keys(&self, objects: Vec<Arc<CachedObject>>, initial: bool) {
+    async fn map_keys(
+        &self,
+        kind: &GroupVersionKind,
+        objects: Vec<Arc<CachedObject>>,
+        initial: bool,
+    ) {
         let module = self.module();
+        let kind = types::Gvk::from(kind.clone());
         for object in objects {
-            let Some(kind) = kind_of(&object.value).map(types::Gvk::from) else {
-                continue;
-            };
             // A call the host had no room for is made again, so no trigger is lost.
             let mapped = loop {
                 let mapped = dispatch::map_keys(
@@ -767,10 +769,7 @@ impl Controller {
         let deleted = object
             .filter(|o| o.deleting && finalizer.is_some() && self.holds(o, finalizer))
             .map(|o| {
-                let at = serde_json::from_value::<Time>(
-                    o.value["metadata"]["deletionTimestamp"].clone(),
-                )
-                .map_or_else(|_| Timestamp::now().as_second(), |t| t.0.as_second());
+                let at = o.deleted_at.unwrap_or_else(|| Timestamp::now().as_second());
                 (o.uid.clone(), at)
             });
         let mut finalizing = self.finalizing.lock().expect("finalizing lock");

@@ -24,13 +24,6 @@ impl Updates {
     /// deletion and a creation), starts the deletion, or leaves a live object without the
     /// guest's finalizer.
     fn matter(&self, old: &CachedObject, new: &CachedObject) -> bool {
-        let metadata = |object: &CachedObject, field: &str| object.value["metadata"][field].clone();
-        let empty_as_none = |value: serde_json::Value| {
-            value
-                .as_object()
-                .filter(|entries| !entries.is_empty())
-                .cloned()
-        };
         self.on.contains(Changes::ANY)
             || old.uid != new.uid
             || old.deleting != new.deleting
@@ -38,12 +31,9 @@ impl Updates {
                 .finalizer
                 .as_ref()
                 .is_some_and(|finalizer| !new.deleting && !new.finalizers.contains(finalizer))
-            || (self.on.contains(Changes::GENERATION)
-                && metadata(old, "generation") != metadata(new, "generation"))
+            || (self.on.contains(Changes::GENERATION) && old.generation != new.generation)
             || (self.on.contains(Changes::LABELS) && old.labels != new.labels)
-            || (self.on.contains(Changes::ANNOTATIONS)
-                && empty_as_none(metadata(old, "annotations"))
-                    != empty_as_none(metadata(new, "annotations")))
+            || (self.on.contains(Changes::ANNOTATIONS) && old.annotations != new.annotations)
     }
 }
 
