@@ -2,8 +2,8 @@
 //! metadata the host needs parsed once per change.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
-use std::sync::{Arc, RwLock};
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::sync::{Arc, LazyLock, RwLock};
 
 use kube::api::{DynamicObject, GroupVersionKind};
 use kube::core::GroupVersion;
@@ -157,9 +157,11 @@ impl CachedObject {
     }
 }
 
-/// A digest of key-value pairs in order: equal for equal maps within one process.
+/// A digest of key-value pairs in order: equal for equal maps within one process, keyed with
+/// one random key per process so that nobody who writes annotations can make two collide.
 fn digest<'a>(entries: impl Iterator<Item = (&'a String, &'a String)>) -> u64 {
-    let mut hasher = std::hash::DefaultHasher::new();
+    static KEY: LazyLock<RandomState> = LazyLock::new(RandomState::new);
+    let mut hasher = KEY.build_hasher();
     for (key, value) in entries {
         (key, value).hash(&mut hasher);
     }
@@ -709,6 +711,35 @@ mod tests {
         assert_eq!(
             store.get(&key("a", "x")).unwrap().uid.as_deref(),
             Some("u2")
+        );
+    }
+
+    #[test]
+    fn the_compared_metadata_is_read_once_from_the_object() {
+        let parsed = |metadata: serde_json::Value| {
+            CachedObject::new(
+                serde_json::from_value(serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
+                }))
+                .unwrap(),
+            )
+        };
+        let deleted = parsed(serde_json::json!({
+            "name": "x", "generation": 3, "deletionTimestamp": "2026-01-02T03:04:05Z",
+        }));
+        assert!(deleted.deleting);
+        assert_eq!(deleted.deleted_at, Some(1_767_323_045));
+        assert_eq!(deleted.generation, Some(3));
+        let bare = parsed(serde_json::json!({ "name": "x" }));
+        let empty = parsed(serde_json::json!({ "name": "x", "annotations": {} }));
+        let one = parsed(serde_json::json!({ "name": "x", "annotations": { "a": "1" } }));
+        let other = parsed(serde_json::json!({ "name": "x", "annotations": { "a": "2" } }));
+        assert_eq!(bare.annotations, empty.annotations);
+        assert_ne!(bare.annotations, one.annotations);
+        assert_ne!(one.annotations, other.annotations);
+        assert_eq!(
+            (bare.deleting, bare.deleted_at, bare.generation),
+            (false, None, None)
         );
     }
 

@@ -326,8 +326,8 @@ impl Controller {
             })));
         }
         for (view, mapping) in watched {
-            let watched = view.selection().kind.clone();
-            let handler = self.watch_handler(watched, mapping, primary.clone(), namespaced);
+            let kind = view.selection().kind.clone();
+            let handler = self.watch_handler(kind, mapping, primary.clone(), namespaced);
             subscriptions.push(view.subscribe(handler));
         }
         // Under the lock that shut_down clears them with: none outlives a stopped controller.
@@ -337,7 +337,7 @@ impl Controller {
         }
     }
 
-    /// The trigger of the watched kind `watched`.
+    /// The trigger of a watch of kind `watched`, by its mapping.
     fn watch_handler(
         self: &Arc<Self>,
         watched: GroupVersionKind,
@@ -767,11 +767,8 @@ impl Controller {
         finalizer: Option<&str>,
     ) {
         let deleted = object
-            .filter(|o| o.deleting && finalizer.is_some() && self.holds(o, finalizer))
-            .map(|o| {
-                let at = o.deleted_at.unwrap_or_else(|| Timestamp::now().as_second());
-                (o.uid.clone(), at)
-            });
+            .filter(|o| finalizer.is_some() && self.holds(o, finalizer))
+            .and_then(|o| Some((o.uid.clone(), o.deleted_at?)));
         let mut finalizing = self.finalizing.lock().expect("finalizing lock");
         match deleted {
             Some((uid, at)) => {
