@@ -349,7 +349,7 @@ pub fn module_config(package: &str, namespace: &str) -> String {
 }
 
 /// A host configuration running the module at `path` for the objects of `namespace`.
-fn namespaced_config(path: &Path, namespace: &str) -> String {
+pub fn namespaced_config(path: &Path, namespace: &str) -> String {
     format!(
         "modules:\n  - path: {}\n    namespaces: [{namespace}]\n",
         path.display()
@@ -575,6 +575,20 @@ fn cluster_endpoint() -> Result<(String, Vec<u8>)> {
         .context("the cluster names no certificate-authority file")?;
     let ca = std::fs::read(&path).with_context(|| format!("reading {path}"))?;
     Ok((server, ca))
+}
+
+/// A duration as `Debug` prints it, as in the host's log (`5ms`, `1.28s`, `640µs`).
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let (number, unit) = text.split_at(text.find(|c: char| c.is_alphabetic() || c == 'µ')?);
+    let number: f64 = number.parse().ok()?;
+    let seconds = match unit {
+        "s" => number,
+        "ms" => number / 1e3,
+        "µs" => number / 1e6,
+        "ns" => number / 1e9,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(seconds))
 }
 
 /// `N` distinct loopback ports nothing listens on right now.

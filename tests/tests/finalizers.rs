@@ -5,7 +5,7 @@
 //! host is down; a renamed finalizer replaces the old one; an unloaded guest's finalizer stays,
 //! reported, until the guest is loaded again.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -15,9 +15,10 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kubewasm_tests::prometheus::{scrape, sum};
 use kubewasm_tests::{
     WAIT, control_plane, eventually, free_ports, guest_wasm, guest_wasm_with, module_config,
-    with_host, with_host_args,
+    namespaced_config, with_host, with_host_args,
 };
 use serde_json::json;
+use tempfile::TempDir;
 
 /// Creates the ConfigMap `name` for the stamp guest and waits until it carries its finalizer.
 async fn create_finalized(config_maps: &Api<ConfigMap>, name: &str) -> Result<()> {
@@ -48,6 +49,24 @@ async fn create_held(config_maps: &Api<ConfigMap>, name: &str, held: &[&str]) ->
 async fn finalizers(config_maps: &Api<ConfigMap>, name: &str) -> Result<Option<Vec<String>>> {
     let object = config_maps.get_opt(name).await?;
     Ok(object.map(|o| o.metadata.finalizers.unwrap_or_default()))
+}
+
+/// Waits until the ConfigMap `name` is gone, as `what` says.
+async fn gone(config_maps: &Api<ConfigMap>, name: &str, what: &str) -> Result<()> {
+    eventually(what, RELEASE, || async {
+        Ok(finalizers(config_maps, name).await?.is_none().then_some(()))
+    })
+    .await
+}
+
+/// The stamp guest's module, copied to a folder of its own where a test can replace it, and a
+/// host configuration running it for the objects of `namespace`.
+fn replaceable_stamp(namespace: &str) -> Result<(TempDir, PathBuf, String)> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("stamp.wasm");
+    install(&guest_wasm("stamp"), &path)?;
+    let config = namespaced_config(&path, namespace);
+    Ok((dir, path, config))
 }
 
 /// Moves the ConfigMap `name` out of the stamp guest's label selection.
@@ -104,11 +123,7 @@ async fn a_guest_that_writes_its_own_object_in_finalize_lets_it_go() -> Result<(
             .await?;
         // Each finalize changes the object: removing the finalizer with the resourceVersion read
         // before finalize would conflict, again and again.
-        eventually("the finalized object to be gone", RELEASE, || async {
-            let object = config_maps.get_opt("stamped").await?;
-            Ok(object.is_none().then_some(()))
-        })
-        .await
+        gone(&config_maps, "stamped", "the finalized object to be gone").await
     })
     .await
 }
@@ -122,11 +137,7 @@ async fn an_object_whose_finalize_keeps_failing_is_reported_in_the_log_and_the_m
     let config_maps = Api::<ConfigMap>::namespaced(client, ns.name());
     let [port] = free_ports()?;
     let address = format!("127.0.0.1:{port}");
-    let config = format!(
-        "modules:\n  - path: {}\n    namespaces: [{}]\n",
-        guest_wasm_with("stamp", &["stuck"]).display(),
-        ns.name()
-    );
+    let config = namespaced_config(&guest_wasm_with("stamp", &["stuck"]), ns.name());
     let args = ["--metrics-bind-address", address.as_str()];
     let finalizing = async |name: &str| -> Result<f64> {
         Ok(sum(&scrape(address.parse()?).await?, name, |_| true))
@@ -188,13 +199,7 @@ async fn an_object_that_leaves_the_selection_is_released_without_finalize() -> R
     // Released, a deleted object goes at once.
     for name in ["leaver", "away"] {
         config_maps.delete(name, &DeleteParams::default()).await?;
-        eventually("the released object to be gone", RELEASE, || async {
-            Ok(finalizers(&config_maps, name)
-                .await?
-                .is_none()
-                .then_some(()))
-        })
-        .await?;
+        gone(&config_maps, name, "the released object to be gone").await?;
     }
     Ok(())
 }
@@ -205,14 +210,7 @@ async fn a_renamed_finalizer_replaces_the_old_one_and_the_new_module_finalizes()
     let client = plane.client().await?;
     let ns = plane.namespace("rename").await?;
     let config_maps = Api::<ConfigMap>::namespaced(client, ns.name());
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("stamp.wasm");
-    install(&guest_wasm("stamp"), &path)?;
-    let config = format!(
-        "modules:\n  - path: {}\n    namespaces: [{}]\n",
-        path.display(),
-        ns.name()
-    );
+    let (_dir, path, config) = replaceable_stamp(ns.name())?;
     with_host(ns.name(), &config, async |host| {
         create_finalized(&config_maps, "renamed").await?;
         // Deleted while the old finalizer's clean-up is blocked, and held by someone else too:
@@ -268,13 +266,7 @@ async fn a_renamed_finalizer_replaces_the_old_one_and_the_new_module_finalizes()
         config_maps
             .delete("renamed", &DeleteParams::default())
             .await?;
-        eventually("the finalized object to be gone", RELEASE, || async {
-            Ok(finalizers(&config_maps, "renamed")
-                .await?
-                .is_none()
-                .then_some(()))
-        })
-        .await
+        gone(&config_maps, "renamed", "the finalized object to be gone").await
     })
     .await
 }
@@ -286,14 +278,7 @@ async fn an_unloaded_guests_finalizer_stays_reported_until_the_guest_is_loaded_a
     let client = plane.client().await?;
     let ns = plane.namespace("unload").await?;
     let config_maps = Api::<ConfigMap>::namespaced(client, ns.name());
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("stamp.wasm");
-    install(&guest_wasm("stamp"), &path)?;
-    let config = format!(
-        "modules:\n  - path: {}\n    namespaces: [{}]\n",
-        path.display(),
-        ns.name()
-    );
+    let (_dir, path, config) = replaceable_stamp(ns.name())?;
     let [port] = free_ports()?;
     let address = format!("127.0.0.1:{port}");
     let args = ["--metrics-bind-address", address.as_str()];
@@ -338,13 +323,7 @@ async fn an_unloaded_guests_finalizer_stays_reported_until_the_guest_is_loaded_a
         // Loaded again, even with its finalizer renamed, the guest takes the old one over and
         // finalizes the object.
         install(&guest_wasm_with("stamp", &["renamed"]), &path)?;
-        eventually("the finalized object to be gone", RELEASE, || async {
-            Ok(finalizers(&config_maps, "kept")
-                .await?
-                .is_none()
-                .then_some(()))
-        })
-        .await?;
+        gone(&config_maps, "kept", "the finalized object to be gone").await?;
         eventually("the finalizer no longer reported", WAIT, || async {
             let text = scrape(address.parse()?).await?;
             Ok((!text.contains("kubewasm_unloaded_finalizer_objects{")).then_some(()))

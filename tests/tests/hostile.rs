@@ -16,8 +16,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kubewasm_tests::{
-    HostProcess, WAIT, control_plane, eventually, guest_wasm, guest_wasm_with, run_host_to_exit,
-    with_host,
+    HostProcess, WAIT, control_plane, eventually, guest_wasm, guest_wasm_with, parse_duration,
+    run_host_to_exit, with_host,
 };
 use serde_json::json;
 
@@ -147,20 +147,6 @@ async fn logged(host: &HostProcess, guest: &str, texts: &[&str]) -> Result<()> {
         || async { Ok((!records_of(&host.log(), guest, texts).is_empty()).then_some(())) },
     )
     .await
-}
-
-/// A duration as `Debug` prints it (`5ms`, `1.28s`, `640µs`).
-fn parse_duration(text: &str) -> Option<Duration> {
-    let (number, unit) = text.split_at(text.find(|c: char| c.is_alphabetic() || c == 'µ')?);
-    let number: f64 = number.parse().ok()?;
-    let seconds = match unit {
-        "s" => number,
-        "ms" => number / 1e3,
-        "µs" => number / 1e6,
-        "ns" => number / 1e9,
-        _ => return None,
-    };
-    Some(Duration::from_secs_f64(seconds))
 }
 
 #[tokio::test]

@@ -38,7 +38,7 @@ use kubewasm_tests::podset::{
 use kubewasm_tests::prometheus::{has, mutating, sum};
 use kubewasm_tests::{
     HostProcess, Language, WAIT, apply_yaml_text, control_plane, eventually, example_config,
-    service_account_token, with_started_host,
+    parse_duration, service_account_token, with_started_host,
 };
 
 const PODSETS: usize = 16;
@@ -49,19 +49,9 @@ const CONCURRENCY: usize = 16;
 /// The deadline of one reconcile: shorter than the Retry-After of a few rejections in a row.
 const DEADLINE_MS: u64 = 2000;
 
-/// The `wait=` of a host log line, as `Duration`'s debug form writes it (`50ms`, `1s`, `1.5s`).
+/// The `wait=` of a host log line.
 fn wait_of(line: &str) -> Option<Duration> {
-    let value = line.split("wait=").nth(1)?.split_whitespace().next()?;
-    let (number, unit) = value.split_at(value.find(|c: char| c.is_ascii_alphabetic() || c == 'µ')?);
-    let number: f64 = number.parse().ok()?;
-    let seconds = match unit {
-        "s" => number,
-        "ms" => number / 1e3,
-        "µs" => number / 1e6,
-        "ns" => number / 1e9,
-        _ => return None,
-    };
-    Some(Duration::from_secs_f64(seconds))
+    parse_duration(line.split("wait=").nth(1)?.split_whitespace().next()?)
 }
 
 /// A kubeconfig in `dir` that reaches the test API server as the bearer of `token`.
