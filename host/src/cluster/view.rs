@@ -48,15 +48,16 @@ impl View {
             .filter(|o| self.selection.selects(o))
     }
 
+    /// Every cached object of the selection.
+    pub fn objects(&self) -> Vec<Arc<CachedObject>> {
+        let mut objects = self.informer.store().list(None, None);
+        objects.retain(|o| self.selection.selects(o));
+        objects
+    }
+
     /// Keys of every cached object of the selection.
     pub fn keys(&self) -> Vec<ObjectKey> {
-        self.informer
-            .store()
-            .list(None, None)
-            .iter()
-            .filter(|o| self.selection.selects(o))
-            .map(|o| o.key())
-            .collect()
+        self.objects().iter().map(|o| o.key()).collect()
     }
 
     /// How many cached objects the selection has.

@@ -119,10 +119,7 @@ impl Orphans {
     pub fn count(&self) -> OrphanCount {
         let mut count = OrphanCount::default();
         for view in &self.views {
-            for key in view.keys() {
-                let Some(object) = view.get(&key) else {
-                    continue;
-                };
+            for object in view.objects() {
                 if object.finalizers.contains(&self.finalizer) {
                     count.objects += 1;
                     count.terminating += usize::from(object.deleting);
