@@ -4,7 +4,8 @@
 // server-side apply with force and field owner bench-controller-runtime.
 //
 // It exits 0 once SIGTERM or SIGINT stops it and the running reconciles finish. It opens no
-// listener and logs only errors to stderr.
+// listener and logs only errors to stderr. With -cache KIND it runs no controller, only an
+// informer of that kind (see cache.go).
 package main
 
 import (
@@ -58,10 +59,19 @@ func main() {
 	namespace := flags.String("namespace", "", "the namespace whose sources are reconciled (required)")
 	concurrency := flags.Int("concurrency", 4, "how many sources may be reconciled at the same time")
 	resyncSeconds := flags.Int("resync-seconds", 0, "reconcile every source again after this many seconds (with controller-runtime's 10% jitter); 0 = only on changes")
+	cacheKind := flags.String("cache", "", "run no controller, only an informer of this kind (configmaps or pods) in the namespace, and print `cached N` whenever the number of cached objects changes")
+	strip := flags.Bool("strip-managed-fields", false, "with -cache: drop managedFields before caching (controller-runtime's TransformStripManagedFields)")
 	_ = flags.Parse(os.Args[1:])
 	if *kubeconfig == "" || *namespace == "" || *concurrency < 1 || *resyncSeconds < 0 {
 		flags.Usage()
 		os.Exit(2)
+	}
+	if *cacheKind != "" {
+		if err := runCache(*kubeconfig, *namespace, *cacheKind, *strip); err != nil {
+			fmt.Fprintf(os.Stderr, "bench-controller-runtime: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(*kubeconfig, *namespace, *concurrency, time.Duration(*resyncSeconds)*time.Second); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-controller-runtime: %v\n", err)

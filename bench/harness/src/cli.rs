@@ -53,6 +53,12 @@ pub struct Args {
     /// An update slower than this is late [default: 1000].
     #[arg(long, default_value_t = 1000)]
     pub late_ms: u64,
+    /// ConfigMaps of the cache runs, comma-separated [default: 10000,100000; quick: 1000].
+    #[arg(long, value_delimiter = ',')]
+    pub cache_configmaps: Option<Vec<usize>>,
+    /// Pods of the cache runs, comma-separated [default: 10000; quick: 1000].
+    #[arg(long, value_delimiter = ',')]
+    pub cache_pods: Option<Vec<usize>>,
     /// Bytes of payload in each source's data.
     #[arg(long, default_value_t = 256)]
     pub payload_bytes: usize,
@@ -71,6 +77,12 @@ pub struct Args {
         default_value = "target/wasm32-wasip2/release/bench_copy_guest.wasm"
     )]
     pub guest: PathBuf,
+    /// The cache-only guest.
+    #[arg(
+        long,
+        default_value = "target/wasm32-wasip2/release/bench_cache_guest.wasm"
+    )]
+    pub cache_guest: PathBuf,
     /// The release bench-native binary.
     #[arg(long, default_value = "target/release/bench-native")]
     pub native: PathBuf,
@@ -96,17 +108,20 @@ pub enum Workload {
     Reload,
     /// Many guests against many processes.
     Scale,
+    /// Bytes per cached object, every informer cache side by side.
+    Cache,
 }
 
 impl Workload {
     /// Every workload.
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 7] = [
         Self::Dispatch,
         Self::Convergence,
         Self::Churn,
         Self::Idle,
         Self::Reload,
         Self::Scale,
+        Self::Cache,
     ];
 }
 
@@ -141,6 +156,10 @@ pub struct Plan {
     pub swap_interval_ms: u64,
     /// Latency above which an update of the hot reload run is late.
     pub late_ms: u64,
+    /// ConfigMaps of each cache run.
+    pub cache_configmaps: Vec<usize>,
+    /// Pods of each cache run.
+    pub cache_pods: Vec<usize>,
     /// The workloads to run.
     pub workloads: Vec<Workload>,
     /// The controllers to compare.
@@ -175,6 +194,14 @@ impl Plan {
             swaps: args.swaps.unwrap_or(pick(quick, 4, 10)),
             swap_interval_ms: pick(quick, 1500, 2500),
             late_ms: args.late_ms,
+            cache_configmaps: args
+                .cache_configmaps
+                .clone()
+                .unwrap_or_else(|| pick(quick, vec![1000], vec![10_000, 100_000])),
+            cache_pods: args
+                .cache_pods
+                .clone()
+                .unwrap_or_else(|| pick(quick, vec![1000], vec![10_000])),
             workloads: args.workloads.clone(),
             implementations: args.implementations.clone(),
         }

@@ -56,6 +56,8 @@ pub struct Binaries {
     pub kubewasm: PathBuf,
     /// The copy guest component.
     pub guest: PathBuf,
+    /// The cache-only guest component.
+    pub cache_guest: PathBuf,
     /// The release `bench-native` binary.
     pub native: PathBuf,
     /// The controller-runtime binary, if it takes part.
@@ -175,6 +177,65 @@ impl Launcher {
                 Ok(Controllers { processes })
             }
         }
+    }
+
+    /// Starts one cache-only process for `namespace`, holding `kind` (`configmaps` or `pods`):
+    /// a kubewasm host running the cache guest and serving metrics at `metrics`, or a native
+    /// process in its cache mode, which prints `cached N`.
+    pub fn start_cache(
+        &self,
+        label: &str,
+        namespace: &str,
+        kind: &str,
+        implementation: Implementation,
+        strip_managed_fields: bool,
+        metrics: Option<SocketAddr>,
+    ) -> Result<Controllers> {
+        let dir = self.folder(label)?;
+        let mut command = match implementation {
+            Implementation::NullWriter => bail!("the null writer is not a process"),
+            Implementation::Kubewasm => {
+                let module = HostModule {
+                    path: self.binaries.cache_guest.clone(),
+                    name: "cache".into(),
+                    namespace: namespace.to_owned(),
+                };
+                let options = RunOptions {
+                    metrics,
+                    ..RunOptions::default()
+                };
+                return self.host(&dir, &[module], &options);
+            }
+            Implementation::KubeRs => {
+                let mut command = Command::new(&self.binaries.native);
+                command.args(["--cache", kind]);
+                if strip_managed_fields {
+                    command.arg("--strip-managed-fields");
+                }
+                command
+            }
+            Implementation::ControllerRuntime => {
+                let binary = self
+                    .binaries
+                    .controller_runtime
+                    .as_ref()
+                    .context("no --controller-runtime binary")?;
+                let mut command = Command::new(binary);
+                command.args(["-cache", kind]);
+                if strip_managed_fields {
+                    command.arg("-strip-managed-fields");
+                }
+                command
+            }
+        };
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--namespace", namespace])
+            .env("RUST_LOG", "warn");
+        Ok(Controllers {
+            processes: vec![Process::spawn(command, dir.join("cache.log"))?],
+        })
     }
 
     /// Starts one kubewasm host in `dir` running `modules`.

@@ -40,6 +40,7 @@ async fn main() -> Result<()> {
     let binaries = Binaries {
         kubewasm: existing(&repo, &args.kubewasm)?,
         guest: existing(&repo, &args.guest)?,
+        cache_guest: existing(&repo, &args.cache_guest)?,
         native: existing(&repo, &args.native)?,
         controller_runtime: args
             .controller_runtime
@@ -85,6 +86,7 @@ async fn main() -> Result<()> {
         idle_resync: Vec::new(),
         hot_reload: None,
         scale: Vec::new(),
+        cache: Vec::new(),
         errors: Vec::new(),
         ratios: Vec::new(),
     };

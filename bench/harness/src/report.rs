@@ -7,6 +7,7 @@ use crate::cli::Plan;
 use crate::controllers::{CONCURRENCY, Implementation};
 use crate::machine::{Machine, Versions};
 use crate::procfs::Usage;
+use crate::workloads::cache::CacheRun;
 use crate::workloads::churn::Churn;
 use crate::workloads::convergence::{CEILING_CONCURRENCY, Convergence};
 use crate::workloads::idle::IdleResync;
@@ -28,6 +29,7 @@ pub struct Results {
     pub idle_resync: Vec<IdleResync>,
     pub hot_reload: Option<HotReload>,
     pub scale: Vec<Scale>,
+    pub cache: Vec<CacheRun>,
     /// Workloads that failed, with their error.
     pub errors: Vec<String>,
     pub ratios: Vec<Ratio>,
@@ -95,14 +97,18 @@ pub fn ratios(results: &Results) -> Vec<Ratio> {
                     Some(Target::AtMost(bound)),
                 ));
                 if let (Some(own), Some(theirs)) = (kubewasm.usage, other_run.usage) {
-                    context.push(Ratio::new(
+                    let bound = match other {
+                        KubeRs => 0.6,
+                        _ => 0.4,
+                    };
+                    targets.push(Ratio::new(
                         format!(
                             "convergence {objects}: peak RSS kubewasm / {}",
                             other.name()
                         ),
                         own.peak_rss_bytes as f64 / theirs.peak_rss_bytes as f64,
                         "x",
-                        None,
+                        Some(Target::AtMost(bound)),
                     ));
                     context.push(Ratio::new(
                         format!("convergence {objects}: CPU kubewasm / {}", other.name()),
@@ -214,6 +220,48 @@ pub fn ratios(results: &Results) -> Vec<Ratio> {
                 }
             }
         }
+    }
+    for run in &results.cache {
+        let figures = |name: &str| run.caches.iter().find(|c| c.cacher.name() == name);
+        let Some(kubewasm) = figures(Kubewasm.name()) else {
+            continue;
+        };
+        let what = format!("cache {} {}", run.shape.name(), run.objects);
+        for other in [
+            "kube-rs",
+            "kube-rs-stripped",
+            "controller-runtime",
+            "controller-runtime-stripped",
+        ] {
+            let Some(theirs) = figures(other) else {
+                continue;
+            };
+            let target = (other == "kube-rs").then_some(Target::AtMost(0.5));
+            let (watched, listed) = (
+                Ratio::new(
+                    format!("{what}: bytes per object kubewasm / {other}, watched"),
+                    kubewasm.watched_bytes_per_object / theirs.watched_bytes_per_object,
+                    "x",
+                    target,
+                ),
+                Ratio::new(
+                    format!("{what}: bytes per object kubewasm / {other}, listed"),
+                    kubewasm.listed_bytes_per_object / theirs.listed_bytes_per_object,
+                    "x",
+                    target,
+                ),
+            );
+            match target {
+                Some(_) => targets.extend([watched, listed]),
+                None => context.extend([watched, listed]),
+            }
+        }
+        context.push(Ratio::new(
+            format!("{what}: RSS of kubewasm holding them, listed"),
+            kubewasm.listed.rss_bytes as f64 / MIB,
+            "MiB",
+            None,
+        ));
     }
     if let Some(overhead) = results
         .dispatch
@@ -328,6 +376,41 @@ pub fn markdown(results: &Results) -> String {
                     )
                 }),
             ]
+        }),
+    );
+    section(&mut out, "Bytes per cached object");
+    table(
+        &mut out,
+        &[
+            "kind",
+            ">objects",
+            ">object bytes (without managedFields)",
+            "cache",
+            ">empty RSS MiB",
+            ">watched RSS MiB",
+            ">listed RSS MiB",
+            ">listed peak RSS MiB",
+            ">bytes/object watched",
+            ">bytes/object listed",
+        ],
+        results.cache.iter().flat_map(|run| {
+            run.caches.iter().map(move |c| {
+                vec![
+                    run.shape.name().into(),
+                    run.objects.to_string(),
+                    format!(
+                        "{} ({})",
+                        run.object_bytes, run.object_bytes_without_managed_fields
+                    ),
+                    c.cacher.name(),
+                    mib(c.empty.rss_bytes),
+                    mib(c.watched.rss_bytes),
+                    mib(c.listed.rss_bytes),
+                    mib(c.listed.peak_rss_bytes),
+                    format!("{:.0}", c.watched_bytes_per_object),
+                    format!("{:.0}", c.listed_bytes_per_object),
+                ]
+            })
         }),
     );
     section(&mut out, "Churn: latency from a source update to its child");
@@ -513,6 +596,7 @@ mod tests {
 
     use super::*;
     use crate::cli::Args;
+    use crate::workloads::cache::{CacheFigures, Cacher, Shape};
 
     fn convergence(
         implementation: Implementation,
@@ -583,8 +667,41 @@ mod tests {
             idle_resync: Vec::new(),
             hot_reload: None,
             scale: vec![scale(1, 20), scale(10, 38)],
+            cache: vec![cache_run()],
             errors: Vec::new(),
             ratios: Vec::new(),
+        }
+    }
+
+    /// 1000 ConfigMaps: kubewasm grows by 2000 bytes per object, kube-rs by 8000 watched and
+    /// 4000 listed.
+    fn cache_run() -> CacheRun {
+        let figures = |implementation, watched: u64, listed: u64| {
+            let usage = |rss_bytes| Usage {
+                rss_bytes,
+                ..Usage::default()
+            };
+            CacheFigures {
+                cacher: Cacher {
+                    implementation,
+                    strip_managed_fields: false,
+                },
+                empty: usage(10_000_000),
+                watched: usage(10_000_000 + 1000 * watched),
+                listed: usage(10_000_000 + 1000 * listed),
+                watched_bytes_per_object: watched as f64,
+                listed_bytes_per_object: listed as f64,
+            }
+        };
+        CacheRun {
+            shape: Shape::Configmaps,
+            objects: 1000,
+            object_bytes: 2400,
+            object_bytes_without_managed_fields: 1700,
+            caches: vec![
+                figures(Implementation::Kubewasm, 2000, 2000),
+                figures(Implementation::KubeRs, 8000, 4000),
+            ],
         }
     }
 
@@ -618,6 +735,16 @@ mod tests {
             "scale 1..10: extra RSS per extra idle guest of kubewasm",
         );
         assert_eq!((rss.value, rss.met), (2.0, Some(false)));
+        let watched = find(
+            &ratios,
+            "cache configmaps 1000: bytes per object kubewasm / kube-rs, watched",
+        );
+        assert_eq!((watched.value, watched.met), (0.25, Some(true)));
+        let listed = find(
+            &ratios,
+            "cache configmaps 1000: bytes per object kubewasm / kube-rs, listed",
+        );
+        assert_eq!((listed.value, listed.met), (0.5, Some(true)));
     }
 
     #[test]
@@ -629,6 +756,10 @@ mod tests {
             text.contains(
                 "| 300 | kubewasm | 4 | 1.10 | 273 | 0.10 | 299 | - | - | 1.0 | 0.5 | 90% | - | - |"
             ),
+            "{text}"
+        );
+        assert!(
+            text.contains("| configmaps | 1000 | 2400 (1700) | kube-rs | 9.5 | 17.2 | 13.4 | 0.0 | 8000 | 4000 |"),
             "{text}"
         );
         assert!(text.contains("| scale 1..10: extra RSS per extra idle guest of kubewasm | 2.0 MiB | <= 1.0 MiB | **no** |"), "{text}");

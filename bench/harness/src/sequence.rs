@@ -9,6 +9,7 @@ use crate::bench::Bench;
 use crate::cli::Workload;
 use crate::controllers::Implementation;
 use crate::report::{self, Results};
+use crate::workloads::cache::{self, Cacher, Shape};
 use crate::workloads::{churn, convergence, dispatch, idle, reload, scale};
 
 /// A run in progress.
@@ -84,6 +85,25 @@ impl Run {
                     &format!("scale {}", implementation.name()),
                     runs,
                     |r, runs| r.scale.extend(runs),
+                )?;
+            }
+        }
+        if plan.runs(Workload::Cache) {
+            let cachers: Vec<Cacher> = Cacher::ALL
+                .into_iter()
+                .filter(|c| controllers.contains(&c.implementation))
+                .collect();
+            let sizes = (plan
+                .cache_configmaps
+                .iter()
+                .map(|&n| (Shape::Configmaps, n)))
+            .chain(plan.cache_pods.iter().map(|&n| (Shape::Pods, n)));
+            for (shape, objects) in sizes {
+                let run = cache::run(bench, shape, objects, &cachers).await;
+                self.keep(
+                    &format!("cache {} {objects}", shape.name()),
+                    run,
+                    |r, run| r.cache.push(run),
                 )?;
             }
         }

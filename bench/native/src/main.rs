@@ -3,7 +3,8 @@
 //!
 //! It reconciles the source ConfigMaps of one namespace with up to `--concurrency` reconciles
 //! at once, and exits 0 once SIGTERM or Ctrl+C stops it and the running reconciles finish. It
-//! opens no listener and writes only errors to stderr.
+//! opens no listener and writes only errors to stderr. With `--cache KIND` it runs no controller,
+//! only a reflector store of that kind (see [`cache`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::signal::unix::{SignalKind, signal};
 
+mod cache;
 mod reconcile;
 
 use reconcile::Context;
@@ -39,6 +41,13 @@ struct Args {
     /// Reconcile every source again after this many seconds; 0 = only on changes.
     #[arg(long, default_value_t = 0)]
     resync_seconds: u64,
+    /// Run no controller, only a reflector store of this kind in the namespace, and print
+    /// `cached N` whenever the number of stored objects changes.
+    #[arg(long, value_enum)]
+    cache: Option<cache::Kind>,
+    /// With `--cache`: drop `managedFields` before storing an object.
+    #[arg(long, requires = "cache")]
+    strip_managed_fields: bool,
 }
 
 #[tokio::main]
@@ -48,6 +57,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     let client = Client::try_from(config)?;
+    let stopped = terminated()?;
+    if let Some(kind) = args.cache {
+        cache::run(
+            client,
+            &args.namespace,
+            kind,
+            args.strip_managed_fields,
+            stopped,
+        )
+        .await?;
+        return Ok(());
+    }
     let api = Api::<ConfigMap>::namespaced(client, &args.namespace);
     let on_success = match args.resync_seconds {
         0 => Action::await_change(),
@@ -58,25 +79,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         on_success,
     });
 
-    let mut terminate = signal(SignalKind::terminate())?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = terminate.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-        let _ = stop.send(());
-    });
-
     Controller::new(
         api.clone(),
         watcher::Config::default().labels(SOURCE_SELECTOR),
     )
     .owns(api, watcher::Config::default().labels(COPY_SELECTOR))
     .with_config(controller::Config::default().concurrency(args.concurrency))
-    .graceful_shutdown_on(async move {
-        let _ = stopped.await;
-    })
+    .graceful_shutdown_on(stopped)
     .run(reconcile::reconcile, reconcile::error_policy, context)
     .for_each(|result| async move {
         match result {
@@ -87,4 +96,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     })
     .await;
     Ok(())
+}
+
+/// Resolves once SIGTERM or Ctrl+C arrives.
+fn terminated() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    })
 }

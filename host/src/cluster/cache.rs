@@ -1,26 +1,29 @@
-//! The informer cache: the objects of one watch, kept as the JSON text guests read, with the
-//! metadata the host needs parsed once per change.
+//! The informer cache: the objects of one watch, each kept once as the JSON text guests read,
+//! with the few metadata fields the host indexes and compares packed beside it.
 
-use std::collections::BTreeMap;
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::ops::Bound;
 use std::sync::{Arc, LazyLock, RwLock};
 
 use kube::api::{DynamicObject, GroupVersionKind};
 use kube::core::GroupVersion;
 
-use crate::cluster::selector::LabelSelector;
+use crate::cluster::selector::{LabelSelector, Labels};
 
-/// An owner reference, as far as the host needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
+/// An owner reference, as far as the host needs it: a view into the cached object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner<'a> {
     /// `apiVersion` of the owner.
-    pub api_version: String,
+    pub api_version: &'a str,
     /// Kind of the owner.
-    pub kind: String,
+    pub kind: &'a str,
     /// Name of the owner.
-    pub name: String,
+    pub name: &'a str,
     /// Uid of the owner.
-    pub uid: String,
+    pub uid: &'a str,
     /// Whether this owner is the controller.
     pub controller: bool,
 }
@@ -34,9 +37,9 @@ pub const FIELD_MANAGER_PREFIX: &str = "kubewasm-";
 #[derive(Debug, Clone, PartialEq)]
 pub struct Applied {
     /// The field manager.
-    pub manager: String,
+    pub manager: Box<str>,
     /// The subresource applied to, such as `status`; `None` for the object itself.
-    pub subresource: Option<String>,
+    pub subresource: Option<Box<str>>,
     /// The fields, as the JSON text of `fieldsV1` (see [`crate::cluster::managed`]).
     pub fields: Box<str>,
 }
@@ -48,36 +51,57 @@ impl Applied {
     }
 }
 
-/// One cached object: its serialized form and the metadata the host indexes and compares, and
-/// no other copy of it.
+/// Strings kept one after another in one allocation, each found by where it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Packed {
+    text: Box<str>,
+    ends: Box<[u32]>,
+}
+
+impl Packed {
+    fn new<'a>(parts: impl IntoIterator<Item = &'a str>) -> Self {
+        let (mut text, mut ends) = (String::new(), Vec::new());
+        for part in parts {
+            text.push_str(part);
+            ends.push(u32::try_from(text.len()).expect("an object's metadata is under 4 GiB"));
+        }
+        Self {
+            text: text.into(),
+            ends: ends.into(),
+        }
+    }
+
+    fn get(&self, index: usize) -> &str {
+        let start = index.checked_sub(1).map_or(0, |i| self.ends[i]);
+        &self.text[start as usize..self.ends[index] as usize]
+    }
+}
+
+/// The fixed parts of [`CachedObject::packed`], before the labels.
+const NAMESPACE: usize = 0;
+const NAME: usize = 1;
+const UID: usize = 2;
+const VERSION: usize = 3;
+const LABELS: usize = 4;
+
+/// One cached object: its JSON text and the metadata the host indexes and compares, and no
+/// other copy of it. The metadata strings share one allocation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CachedObject {
-    /// The object as JSON, without `metadata.managedFields`.
-    pub json: Arc<str>,
-    /// Namespace; `None` when cluster-scoped.
-    pub namespace: Option<String>,
-    /// Name.
-    pub name: String,
-    /// Uid.
-    pub uid: Option<String>,
-    /// resourceVersion.
-    pub resource_version: Option<String>,
-    /// Labels.
-    pub labels: BTreeMap<String, String>,
-    /// Owner references.
-    pub owners: Vec<Owner>,
-    /// Finalizers.
-    pub finalizers: Vec<String>,
-    /// Whether deletion has started.
-    pub deleting: bool,
-    /// `deletionTimestamp`, in Unix seconds.
-    pub deleted_at: Option<i64>,
-    /// `metadata.generation`.
-    pub generation: Option<i64>,
-    /// A digest of the annotations, to tell a change of them; absent and empty are alike.
-    pub annotations: u64,
-    /// What the host's field managers last applied to it.
-    pub applied: Vec<Applied>,
+    json: Arc<str>,
+    /// Namespace, name, uid and resourceVersion (empty when absent), then each label's key and
+    /// value, each finalizer, and each owner's apiVersion, kind, name and uid.
+    packed: Packed,
+    /// Which of namespace, uid and resourceVersion are present: bits 0, 1 and 2.
+    present: u8,
+    labels: u32,
+    finalizers: u32,
+    /// Index of the controller owner among the owners; the API server allows at most one.
+    controller: Option<u32>,
+    deleted_at: Option<i64>,
+    generation: Option<i64>,
+    annotations: u64,
+    applied: Box<[Applied]>,
 }
 
 impl CachedObject {
@@ -96,36 +120,47 @@ impl CachedObject {
                     .manager
                     .filter(|m| m.starts_with(FIELD_MANAGER_PREFIX))?;
                 Some(Applied {
-                    manager,
-                    subresource: entry.subresource.filter(|s| !s.is_empty()),
+                    manager: manager.into(),
+                    subresource: entry.subresource.filter(|s| !s.is_empty()).map(Into::into),
                     fields: entry.fields_v1?.0.to_string().into(),
                 })
             })
             .collect();
-        let meta = &object.metadata;
-        let owners = meta
-            .owner_references
-            .iter()
-            .flatten()
-            .map(|o| Owner {
-                api_version: o.api_version.clone(),
-                kind: o.kind.clone(),
-                name: o.name.clone(),
-                uid: o.uid.clone(),
-                controller: o.controller == Some(true),
-            })
-            .collect();
         let json = serde_json::to_string(&object).expect("an object from the API serializes");
+        let meta = &object.metadata;
+        let labels = meta.labels.iter().flatten();
+        let finalizers = meta.finalizers.iter().flatten();
+        let owners = meta.owner_references.iter().flatten();
+        let parts = [
+            &meta.namespace,
+            &meta.name,
+            &meta.uid,
+            &meta.resource_version,
+        ]
+        .into_iter()
+        .map(|part| part.as_deref().unwrap_or_default())
+        .chain(labels.clone().flat_map(|(k, v)| [k.as_str(), v.as_str()]))
+        .chain(finalizers.clone().map(String::as_str))
+        .chain(
+            owners
+                .clone()
+                .flat_map(|o| [&o.api_version, &o.kind, &o.name, &o.uid].map(String::as_str)),
+        );
+        let packed = Packed::new(parts);
+        let present = u8::from(meta.namespace.is_some())
+            | u8::from(meta.uid.is_some()) << 1
+            | u8::from(meta.resource_version.is_some()) << 2;
+        let count = |n: usize| u32::try_from(n).expect("fewer than 2^32 entries");
         Self {
             json: json.into(),
-            namespace: meta.namespace.clone(),
-            name: meta.name.clone().unwrap_or_default(),
-            uid: meta.uid.clone(),
-            resource_version: meta.resource_version.clone(),
-            labels: meta.labels.clone().unwrap_or_default(),
-            owners,
-            finalizers: meta.finalizers.clone().unwrap_or_default(),
-            deleting: meta.deletion_timestamp.is_some(),
+            packed,
+            present,
+            labels: count(labels.count()),
+            finalizers: count(finalizers.count()),
+            controller: owners
+                .clone()
+                .position(|o| o.controller == Some(true))
+                .map(count),
             deleted_at: meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()),
             generation: meta.generation,
             annotations: digest(meta.annotations.iter().flatten()),
@@ -133,17 +168,119 @@ impl CachedObject {
         }
     }
 
-    /// The object's key.
-    pub fn key(&self) -> ObjectKey {
-        ObjectKey {
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
+    /// The object as JSON, without `metadata.managedFields`: what guests read.
+    pub fn json(&self) -> &Arc<str> {
+        &self.json
+    }
+
+    /// Namespace; `None` when cluster-scoped.
+    pub fn namespace(&self) -> Option<&str> {
+        (self.present & 1 != 0).then(|| self.packed.get(NAMESPACE))
+    }
+
+    /// Name.
+    pub fn name(&self) -> &str {
+        self.packed.get(NAME)
+    }
+
+    /// Uid.
+    pub fn uid(&self) -> Option<&str> {
+        (self.present & 2 != 0).then(|| self.packed.get(UID))
+    }
+
+    /// resourceVersion.
+    pub fn resource_version(&self) -> Option<&str> {
+        (self.present & 4 != 0).then(|| self.packed.get(VERSION))
+    }
+
+    /// The labels, in key order.
+    pub fn labels(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + Clone {
+        (0..self.labels as usize).map(|i| {
+            (
+                self.packed.get(LABELS + 2 * i),
+                self.packed.get(LABELS + 2 * i + 1),
+            )
+        })
+    }
+
+    /// The value of the label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        // Labels are packed in key order.
+        let (mut low, mut high) = (0, self.labels as usize);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match self.packed.get(LABELS + 2 * middle).cmp(key) {
+                Ordering::Less => low = middle + 1,
+                Ordering::Greater => high = middle,
+                Ordering::Equal => return Some(self.packed.get(LABELS + 2 * middle + 1)),
+            }
         }
+        None
+    }
+
+    /// Finalizers, in order.
+    pub fn finalizers(&self) -> impl ExactSizeIterator<Item = &str> + Clone {
+        let first = LABELS + 2 * self.labels as usize;
+        (first..first + self.finalizers as usize).map(|i| self.packed.get(i))
+    }
+
+    /// Whether the object carries `finalizer`.
+    pub fn has_finalizer(&self, finalizer: &str) -> bool {
+        self.finalizers().any(|f| f == finalizer)
+    }
+
+    /// Owner references, in order.
+    pub fn owners(&self) -> impl ExactSizeIterator<Item = Owner<'_>> + Clone {
+        let first = LABELS + 2 * self.labels as usize + self.finalizers as usize;
+        let count = (self.packed.ends.len() - first) / 4;
+        (0..count).map(move |i| {
+            let part = |field: usize| self.packed.get(first + 4 * i + field);
+            Owner {
+                api_version: part(0),
+                kind: part(1),
+                name: part(2),
+                uid: part(3),
+                controller: self.controller == u32::try_from(i).ok(),
+            }
+        })
     }
 
     /// The controller owner reference, if any.
-    pub fn controller(&self) -> Option<&Owner> {
-        self.owners.iter().find(|o| o.controller)
+    pub fn controller(&self) -> Option<Owner<'_>> {
+        self.owners().find(|o| o.controller)
+    }
+
+    /// Whether deletion has started.
+    pub fn deleting(&self) -> bool {
+        self.deleted_at.is_some()
+    }
+
+    /// `deletionTimestamp`, in Unix seconds.
+    pub fn deleted_at(&self) -> Option<i64> {
+        self.deleted_at
+    }
+
+    /// `metadata.generation`.
+    pub fn generation(&self) -> Option<i64> {
+        self.generation
+    }
+
+    /// A digest of the annotations, to tell a change of them; absent and empty are alike.
+    pub fn annotations(&self) -> u64 {
+        self.annotations
+    }
+
+    /// What the host's field managers last applied to the object.
+    pub fn applied(&self) -> &[Applied] {
+        &self.applied
+    }
+
+    /// The object's key.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            namespace: self.namespace().map(str::to_owned),
+            name: self.name().to_owned(),
+        }
     }
 
     /// The object as a JSON tree, parsed from its text.
@@ -153,7 +290,13 @@ impl CachedObject {
 
     /// The resourceVersion as an integer, when it is one.
     pub fn version(&self) -> Option<u64> {
-        self.resource_version.as_deref()?.parse().ok()
+        self.resource_version()?.parse().ok()
+    }
+}
+
+impl Labels for CachedObject {
+    fn label(&self, key: &str) -> Option<&str> {
+        CachedObject::label(self, key)
     }
 }
 
@@ -226,7 +369,8 @@ pub struct Store {
 
 #[derive(Debug, Default)]
 struct Inner {
-    objects: BTreeMap<ObjectKey, Arc<CachedObject>>,
+    /// Ordered by key; looked up by [`ObjectKey`] without a second copy of each key.
+    objects: BTreeSet<Entry>,
     /// Highest resourceVersion the watch or a list has shown.
     watermark: u64,
     /// Lists completed: the first and every relist.
@@ -242,7 +386,93 @@ struct Tombstone {
     version: Option<u64>,
 }
 
+/// A namespace and a name, compared as an [`ObjectKey`] is.
+trait Keyed {
+    fn parts(&self) -> (Option<&str>, &str);
+}
+
+impl Keyed for ObjectKey {
+    fn parts(&self) -> (Option<&str>, &str) {
+        (self.namespace.as_deref(), &self.name)
+    }
+}
+
+impl PartialEq for dyn Keyed + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn Keyed + '_ {}
+
+impl PartialOrd for dyn Keyed + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn Keyed + '_ {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
+impl Keyed for CachedObject {
+    fn parts(&self) -> (Option<&str>, &str) {
+        (self.namespace(), self.name())
+    }
+}
+
+/// A cached object in the store's set, ordered by its key.
+#[derive(Debug, Clone)]
+struct Entry(Arc<CachedObject>);
+
+impl Keyed for Entry {
+    fn parts(&self) -> (Option<&str>, &str) {
+        self.0.parts()
+    }
+}
+
+impl<'a> Borrow<dyn Keyed + 'a> for Entry {
+    fn borrow(&self) -> &(dyn Keyed + 'a) {
+        self
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
 impl Inner {
+    fn cached(&self, key: &ObjectKey) -> Option<&Arc<CachedObject>> {
+        self.objects.get(key as &dyn Keyed).map(|entry| &entry.0)
+    }
+
+    /// Stores `object`, returning what it replaced.
+    fn insert(&mut self, object: Arc<CachedObject>) -> Option<Arc<CachedObject>> {
+        self.objects.replace(Entry(object)).map(|entry| entry.0)
+    }
+
+    fn take(&mut self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        self.objects.take(key as &dyn Keyed).map(|entry| entry.0)
+    }
+
     fn advance(&mut self, version: Option<u64>) {
         if let Some(version) = version {
             self.watermark = self.watermark.max(version);
@@ -252,14 +482,14 @@ impl Inner {
     fn is_tombstoned(&self, object: &CachedObject) -> bool {
         self.tombstones
             .get(&object.key())
-            .is_some_and(|t| object.uid.as_ref() == Some(&t.uid))
+            .is_some_and(|t| object.uid() == Some(&t.uid))
     }
 }
 
 impl Store {
     /// The object with this key.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
-        self.read().objects.get(key).cloned()
+        self.read().cached(key).cloned()
     }
 
     /// Objects in `namespace` (or all) matching `selector` (or all).
@@ -269,7 +499,8 @@ impl Store {
         selector: Option<&LabelSelector>,
     ) -> Vec<Arc<CachedObject>> {
         let inner = self.read();
-        let matches = |o: &&Arc<CachedObject>| selector.is_none_or(|s| s.matches(&o.labels));
+        let matches = |o: &&Arc<CachedObject>| selector.is_none_or(|s| s.matches(o.as_ref()));
+        let objects = inner.objects.iter().map(|entry| &entry.0);
         match namespace {
             Some(namespace) => {
                 let start = ObjectKey {
@@ -278,20 +509,27 @@ impl Store {
                 };
                 inner
                     .objects
-                    .range(start..)
-                    .take_while(|(k, _)| k.namespace.as_deref() == Some(namespace))
-                    .map(|(_, o)| o)
+                    .range::<dyn Keyed, _>((
+                        Bound::Included(&start as &dyn Keyed),
+                        Bound::Unbounded,
+                    ))
+                    .map(|entry| &entry.0)
+                    .take_while(|o| o.namespace() == Some(namespace))
                     .filter(matches)
                     .cloned()
                     .collect()
             }
-            None => inner.objects.values().filter(matches).cloned().collect(),
+            None => objects.filter(matches).cloned().collect(),
         }
     }
 
     /// Every key.
     pub fn keys(&self) -> Vec<ObjectKey> {
-        self.read().objects.keys().cloned().collect()
+        self.read()
+            .objects
+            .iter()
+            .map(|entry| entry.0.key())
+            .collect()
     }
 
     /// Number of objects.
@@ -326,8 +564,9 @@ impl Store {
         let key = object.key();
         // resourceVersions order every change of a key, whatever the incarnation: an event
         // older than what the store holds is stale.
-        if let Some(cached) = inner.objects.get(&key)
-            && ((cached.uid == object.uid && cached.resource_version == object.resource_version)
+        if let Some(cached) = inner.cached(&key)
+            && ((cached.uid() == object.uid()
+                && cached.resource_version() == object.resource_version())
                 || cached
                     .version()
                     .zip(object.version())
@@ -336,7 +575,7 @@ impl Store {
             return None;
         }
         let object = Arc::new(object);
-        let old = inner.objects.insert(key, object.clone());
+        let old = inner.insert(object.clone());
         Some(Change {
             old,
             new: Some(object),
@@ -351,14 +590,14 @@ impl Store {
         let mut inner = self.write();
         inner.advance(deleted.version());
         let key = deleted.key();
-        if inner.is_tombstoned(deleted) || deleted.uid.is_none() {
+        if inner.is_tombstoned(deleted) || deleted.uid().is_none() {
             inner.tombstones.remove(&key);
         }
-        let cached = inner.objects.get(&key)?;
-        if cached.uid.is_some() && deleted.uid.is_some() && cached.uid != deleted.uid {
+        let cached = inner.cached(&key)?;
+        if cached.uid().is_some() && deleted.uid().is_some() && cached.uid() != deleted.uid() {
             return None;
         }
-        let old = inner.objects.remove(&key)?;
+        let old = inner.take(&key)?;
         Some(Change {
             old: Some(old),
             new: None,
@@ -366,24 +605,41 @@ impl Store {
         })
     }
 
+    /// The cached object that `object` is, if the store holds it at the same uid and
+    /// resourceVersion: a list reuses it instead of keeping a second copy.
+    pub fn same(&self, object: &DynamicObject) -> Option<Arc<CachedObject>> {
+        let meta = &object.metadata;
+        let key = ObjectKey {
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone()?,
+        };
+        let inner = self.read();
+        let cached = inner.cached(&key)?;
+        let same = meta.uid.is_some()
+            && meta.resource_version.is_some()
+            && cached.uid() == meta.uid.as_deref()
+            && cached.resource_version() == meta.resource_version.as_deref();
+        same.then(|| cached.clone())
+    }
+
     /// Replaces the whole content with a list's snapshot taken at `version`; returns every
     /// change it implies. Writes and deletes the host recorded after the snapshot are kept: the
     /// watch that follows the list delivers them.
-    pub fn replace(&self, objects: Vec<CachedObject>, version: &str) -> Vec<Change> {
+    pub fn replace(&self, objects: Vec<Arc<CachedObject>>, version: &str) -> Vec<Change> {
         let version = version.parse::<u64>().ok();
         let mut inner = self.write();
         let mut tombstones = BTreeMap::new();
-        let mut fresh = BTreeMap::new();
+        let mut fresh = BTreeSet::new();
         for object in objects {
             let key = object.key();
             if let Some(tombstone) = inner.tombstones.get(&key)
-                && object.uid.as_ref() == Some(&tombstone.uid)
+                && object.uid() == Some(&tombstone.uid)
             {
                 // A uid never comes back: the snapshot predates the host's delete.
                 tombstones.insert(key, tombstone.clone());
                 continue;
             }
-            fresh.insert(key, Arc::new(object));
+            fresh.replace(Entry(object));
         }
         let newer = |cached: &CachedObject| {
             cached
@@ -393,21 +649,22 @@ impl Store {
         };
         let initial = inner.lists == 0;
         // Only a recorded write is newer than a list that followed the watch it replaces.
-        for (key, cached) in &inner.objects {
-            if newer(cached) {
-                fresh.insert(key.clone(), cached.clone());
+        for entry in &inner.objects {
+            if newer(&entry.0) {
+                fresh.replace(entry.clone());
             }
         }
         let mut changes = Vec::new();
-        for (key, old) in &inner.objects {
-            match fresh.get(key) {
+        for Entry(old) in &inner.objects {
+            match fresh.get(old.as_ref() as &dyn Keyed) {
                 None => changes.push(Change {
                     old: Some(old.clone()),
                     new: None,
                     initial,
                 }),
-                Some(new)
-                    if !Arc::ptr_eq(new, old) && new.resource_version != old.resource_version =>
+                Some(Entry(new))
+                    if !Arc::ptr_eq(new, old)
+                        && new.resource_version() != old.resource_version() =>
                 {
                     changes.push(Change {
                         old: Some(old.clone()),
@@ -418,8 +675,8 @@ impl Store {
                 Some(_) => {}
             }
         }
-        for (key, new) in &fresh {
-            if !inner.objects.contains_key(key) {
+        for Entry(new) in &fresh {
+            if !inner.objects.contains(new.as_ref() as &dyn Keyed) {
                 changes.push(Change {
                     old: None,
                     new: Some(new.clone()),
@@ -428,7 +685,7 @@ impl Store {
             }
         }
         inner.advance(version);
-        for object in fresh.values() {
+        for Entry(object) in &fresh {
             inner.advance(object.version());
         }
         // A deleted object the snapshot never saw was written after it: its deletion is still
@@ -458,8 +715,7 @@ impl Store {
         if version <= inner.watermark || inner.is_tombstoned(&object) {
             return None;
         }
-        let key = object.key();
-        let old = inner.objects.get(&key).cloned();
+        let old = inner.cached(&object.key()).cloned();
         if old
             .as_ref()
             .and_then(|o| o.version())
@@ -468,7 +724,7 @@ impl Store {
             return None;
         }
         let object = Arc::new(object);
-        inner.objects.insert(key, object.clone());
+        inner.insert(object.clone());
         Some(Change {
             old,
             new: Some(object),
@@ -481,8 +737,8 @@ impl Store {
     /// list items of that object are ignored until its deletion arrives.
     pub fn record_delete(&self, key: &ObjectKey, uid: &str) -> Option<Change> {
         let mut inner = self.write();
-        let cached = inner.objects.get(key)?;
-        if cached.uid.as_deref() != Some(uid) {
+        let cached = inner.cached(key)?;
+        if cached.uid() != Some(uid) {
             return None;
         }
         // Only a store that held the object keeps a tombstone: its watch delivers the deletion,
@@ -492,7 +748,7 @@ impl Store {
             version: cached.version(),
         };
         inner.tombstones.insert(key.clone(), tombstone);
-        let old = inner.objects.remove(key)?;
+        let old = inner.take(key)?;
         Some(Change {
             old: Some(old),
             new: None,
@@ -514,6 +770,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A list's objects.
+    macro_rules! listed {
+        ($($object:expr),* $(,)?) => { vec![$(Arc::new($object)),*] };
+    }
 
     #[test]
     fn the_kind_of_an_object_is_read_from_its_api_version_and_kind() {
@@ -563,7 +824,7 @@ mod tests {
     #[test]
     fn a_recorded_write_is_read_at_once_and_its_watch_event_is_no_change() {
         let store = Store::default();
-        store.replace(vec![with_uid("a", "x", "10", "u1")], "10");
+        store.replace(listed![with_uid("a", "x", "10", "u1")], "10");
         let change = store.record_write(with_uid("a", "y", "12", "u2"));
         assert!(change.is_some_and(|c| c.old.is_none()));
         assert_eq!(store.get(&key("a", "y")).unwrap().version(), Some(12));
@@ -593,12 +854,12 @@ mod tests {
     #[test]
     fn writes_recorded_while_a_list_is_in_flight_outlive_its_older_snapshot() {
         let store = Store::default();
-        store.replace(vec![with_uid("a", "x", "5", "u1")], "5");
+        store.replace(listed![with_uid("a", "x", "5", "u1")], "5");
         // A relist starts and its snapshot is taken at version 6; then the host creates y and
         // updates x, and both writes are recorded before the list's response arrives.
         store.record_write(with_uid("a", "y", "8", "u2"));
         store.record_write(with_uid("a", "x", "9", "u1"));
-        let changes = store.replace(vec![with_uid("a", "x", "5", "u1")], "6");
+        let changes = store.replace(listed![with_uid("a", "x", "5", "u1")], "6");
         assert!(changes.is_empty(), "{changes:?}");
         assert_eq!(store.get(&key("a", "y")).unwrap().version(), Some(8));
         assert_eq!(store.get(&key("a", "x")).unwrap().version(), Some(9));
@@ -610,26 +871,23 @@ mod tests {
     #[test]
     fn a_snapshot_newer_than_a_recorded_write_wins() {
         let store = Store::default();
-        store.replace(vec![with_uid("a", "x", "5", "u1")], "5");
+        store.replace(listed![with_uid("a", "x", "5", "u1")], "5");
         store.record_write(with_uid("a", "y", "8", "u2"));
         store.record_write(with_uid("a", "x", "9", "u1"));
         // Someone deleted y and recreated x after the host's writes; the list saw it all.
-        let changes = store.replace(vec![with_uid("a", "x", "11", "u3")], "12");
+        let changes = store.replace(listed![with_uid("a", "x", "11", "u3")], "12");
         assert_eq!(changes.len(), 2, "{changes:?}");
         assert!(store.get(&key("a", "y")).is_none());
-        assert_eq!(
-            store.get(&key("a", "x")).unwrap().uid.as_deref(),
-            Some("u3")
-        );
+        assert_eq!(store.get(&key("a", "x")).unwrap().uid(), Some("u3"));
     }
 
     #[test]
     fn a_delete_recorded_while_a_list_is_in_flight_outlives_its_older_snapshot() {
         let store = Store::default();
-        store.replace(vec![with_uid("a", "x", "5", "u1")], "5");
+        store.replace(listed![with_uid("a", "x", "5", "u1")], "5");
         store.record_delete(&key("a", "x"), "u1").unwrap();
         // The snapshot was taken before the delete: x is in it.
-        let changes = store.replace(vec![with_uid("a", "x", "5", "u1")], "6");
+        let changes = store.replace(listed![with_uid("a", "x", "5", "u1")], "6");
         assert!(changes.is_empty(), "{changes:?}");
         assert!(store.get(&key("a", "x")).is_none());
         // Its watch delivers the deletion, which ends the tombstone.
@@ -640,7 +898,7 @@ mod tests {
     #[test]
     fn an_older_watch_event_does_not_hide_a_recorded_write() {
         let store = Store::default();
-        store.replace(vec![with_uid("a", "x", "5", "u1")], "5");
+        store.replace(listed![with_uid("a", "x", "5", "u1")], "5");
         store.record_write(with_uid("a", "x", "9", "u1"));
         // Someone else's change at 7 was still on its way in the watch.
         assert!(store.upsert(with_uid("a", "x", "7", "u1")).is_none());
@@ -653,7 +911,7 @@ mod tests {
     #[test]
     fn the_late_deletion_of_an_older_incarnation_keeps_the_tombstone_of_the_newer() {
         let store = Store::default();
-        store.replace(vec![with_uid("a", "x", "5", "u0")], "5");
+        store.replace(listed![with_uid("a", "x", "5", "u0")], "5");
         // The host deletes x, creates it again and deletes it again, ahead of the watch.
         store.record_delete(&key("a", "x"), "u0");
         store.record_write(with_uid("a", "x", "9", "u1"));
@@ -690,7 +948,7 @@ mod tests {
     #[test]
     fn a_recorded_delete_hides_late_updates_until_the_deletion_arrives() {
         let store = Store::default();
-        store.replace(vec![with_uid("a", "x", "5", "u1")], "5");
+        store.replace(listed![with_uid("a", "x", "5", "u1")], "5");
         assert!(store.record_delete(&key("a", "x"), "u1").is_some());
         assert!(store.get(&key("a", "x")).is_none());
         // A modification queued in the watch before the deletion does not bring it back.
@@ -704,14 +962,11 @@ mod tests {
     #[test]
     fn a_deletion_of_an_old_incarnation_keeps_the_new_one() {
         let store = Store::default();
-        store.replace(vec![with_uid("a", "x", "5", "u1")], "5");
+        store.replace(listed![with_uid("a", "x", "5", "u1")], "5");
         store.record_delete(&key("a", "x"), "u1");
         store.record_write(with_uid("a", "x", "9", "u2"));
         assert!(store.remove(&with_uid("a", "x", "7", "u1")).is_none());
-        assert_eq!(
-            store.get(&key("a", "x")).unwrap().uid.as_deref(),
-            Some("u2")
-        );
+        assert_eq!(store.get(&key("a", "x")).unwrap().uid(), Some("u2"));
     }
 
     #[test]
@@ -727,26 +982,107 @@ mod tests {
         let deleted = parsed(serde_json::json!({
             "name": "x", "generation": 3, "deletionTimestamp": "2026-01-02T03:04:05Z",
         }));
-        assert!(deleted.deleting);
-        assert_eq!(deleted.deleted_at, Some(1_767_323_045));
-        assert_eq!(deleted.generation, Some(3));
+        assert!(deleted.deleting());
+        assert_eq!(deleted.deleted_at(), Some(1_767_323_045));
+        assert_eq!(deleted.generation(), Some(3));
         let bare = parsed(serde_json::json!({ "name": "x" }));
         let empty = parsed(serde_json::json!({ "name": "x", "annotations": {} }));
         let one = parsed(serde_json::json!({ "name": "x", "annotations": { "a": "1" } }));
         let other = parsed(serde_json::json!({ "name": "x", "annotations": { "a": "2" } }));
-        assert_eq!(bare.annotations, empty.annotations);
-        assert_ne!(bare.annotations, one.annotations);
-        assert_ne!(one.annotations, other.annotations);
+        assert_eq!(bare.annotations(), empty.annotations());
+        assert_ne!(bare.annotations(), one.annotations());
+        assert_ne!(one.annotations(), other.annotations());
         assert_eq!(
-            (bare.deleting, bare.deleted_at, bare.generation),
+            (bare.deleting(), bare.deleted_at(), bare.generation()),
             (false, None, None)
         );
     }
 
     #[test]
+    fn the_packed_metadata_reads_back_as_the_object_has_it() {
+        let object = CachedObject::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "namespace": "shop", "name": "web-0", "uid": "u1", "resourceVersion": "42",
+                    "labels": { "tier": "web", "app": "shop", "": "empty-key", "zone": "" },
+                    "finalizers": ["b.example/one", "a.example/two"],
+                    "ownerReferences": [
+                        { "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "r1" },
+                        { "apiVersion": "v1", "kind": "Node", "name": "n", "uid": "n1", "controller": true }
+                    ]
+                }
+            }))
+            .unwrap(),
+        );
+        assert_eq!(object.namespace(), Some("shop"));
+        assert_eq!((object.name(), object.uid()), ("web-0", Some("u1")));
+        assert_eq!(object.version(), Some(42));
+        let labels: Vec<_> = object.labels().collect();
+        assert_eq!(
+            labels,
+            [
+                ("", "empty-key"),
+                ("app", "shop"),
+                ("tier", "web"),
+                ("zone", "")
+            ]
+        );
+        for (key, value) in labels {
+            assert_eq!(object.label(key), Some(value));
+        }
+        assert_eq!(object.label("missing"), None);
+        assert_eq!(object.label("zzz"), None);
+        let finalizers: Vec<_> = object.finalizers().collect();
+        assert_eq!(finalizers, ["b.example/one", "a.example/two"]);
+        assert!(object.has_finalizer("a.example/two") && !object.has_finalizer("c"));
+        let owners: Vec<_> = object
+            .owners()
+            .map(|o| (o.kind, o.name, o.controller))
+            .collect();
+        assert_eq!(owners, [("ReplicaSet", "web", false), ("Node", "n", true)]);
+        let controller = object.controller().unwrap();
+        assert_eq!((controller.api_version, controller.uid), ("v1", "n1"));
+
+        let bare = CachedObject::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "shop" }
+            }))
+            .unwrap(),
+        );
+        assert_eq!((bare.namespace(), bare.name()), (None, "shop"));
+        assert_eq!((bare.uid(), bare.resource_version()), (None, None));
+        assert_eq!(
+            bare.labels().len() + bare.finalizers().len() + bare.owners().len(),
+            0
+        );
+        assert!(bare.controller().is_none());
+    }
+
+    #[test]
+    fn a_relist_keeps_the_cached_copy_of_an_unchanged_object() {
+        let store = Store::default();
+        store.replace(listed![with_uid("a", "x", "5", "u1")], "5");
+        let cached = store.get(&key("a", "x")).unwrap();
+        let listed = |version: &str, uid: &str| -> DynamicObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": { "namespace": "a", "name": "x", "resourceVersion": version, "uid": uid }
+            }))
+            .unwrap()
+        };
+        let same = store.same(&listed("5", "u1")).unwrap();
+        assert!(Arc::ptr_eq(&same, &cached));
+        assert!(store.same(&listed("6", "u1")).is_none());
+        assert!(store.same(&listed("5", "u2")).is_none());
+        assert!(store.replace(vec![same], "7").is_empty());
+        assert!(Arc::ptr_eq(&store.get(&key("a", "x")).unwrap(), &cached));
+    }
+
+    #[test]
     fn managed_fields_are_dropped() {
         let cached = object("a", "x", "1", &[]);
-        assert!(!cached.json.contains("managedFields"));
+        assert!(!cached.json().contains("managedFields"));
         assert_eq!(cached.parse()["metadata"]["name"], "x");
     }
 
@@ -757,7 +1093,7 @@ mod tests {
         assert!(first.old.is_none());
         assert!(store.upsert(object("a", "x", "1", &[])).is_none());
         let second = store.upsert(object("a", "x", "2", &[])).unwrap();
-        assert_eq!(second.old.unwrap().resource_version.as_deref(), Some("1"));
+        assert_eq!(second.old.unwrap().resource_version(), Some("1"));
         let gone = store.remove(&object("a", "x", "3", &[])).unwrap();
         assert!(gone.new.is_none());
         assert!(store.is_empty());
@@ -771,7 +1107,10 @@ mod tests {
         store.upsert(object("b", "z", "1", &[("app", "web")]));
         let web: LabelSelector = "app=web".parse().unwrap();
         let names = |objects: Vec<Arc<CachedObject>>| {
-            objects.iter().map(|o| o.name.clone()).collect::<Vec<_>>()
+            objects
+                .iter()
+                .map(|o| o.name().to_owned())
+                .collect::<Vec<_>>()
         };
         assert_eq!(names(store.list(Some("a"), None)), ["x", "y"]);
         assert_eq!(names(store.list(None, Some(&web))), ["x", "z"]);
@@ -786,7 +1125,7 @@ mod tests {
         store.upsert(object("a", "changed", "1", &[]));
         store.upsert(object("a", "gone", "1", &[]));
         let changes = store.replace(
-            vec![
+            listed![
                 object("a", "kept", "1", &[]),
                 object("a", "changed", "2", &[]),
                 object("a", "new", "1", &[]),
@@ -796,9 +1135,9 @@ mod tests {
         let mut summary: Vec<_> = changes
             .iter()
             .map(|c| match (&c.old, &c.new) {
-                (None, Some(n)) => format!("add {}", n.name),
-                (Some(o), None) => format!("delete {}", o.name),
-                (Some(o), Some(_)) => format!("update {}", o.name),
+                (None, Some(n)) => format!("add {}", n.name()),
+                (Some(o), None) => format!("delete {}", o.name()),
+                (Some(o), Some(_)) => format!("update {}", o.name()),
                 (None, None) => unreachable!(),
             })
             .collect();

@@ -22,12 +22,9 @@ impl Selection {
     /// Whether an object of this kind falls in the namespace and label selector. Cluster-scoped
     /// objects are in no namespace, so a namespace does not exclude them.
     pub fn selects(&self, object: &CachedObject) -> bool {
-        (object.namespace.is_none()
+        (object.namespace().is_none()
             || self.namespace.is_none()
-            || self.namespace == object.namespace)
-            && self
-                .selector
-                .as_ref()
-                .is_none_or(|s| s.matches(&object.labels))
+            || self.namespace.as_deref() == object.namespace())
+            && self.selector.as_ref().is_none_or(|s| s.matches(object))
     }
 }

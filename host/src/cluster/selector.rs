@@ -71,9 +71,21 @@ struct Requirement {
     op: Operator,
 }
 
+/// A set of labels a selector can be matched against.
+pub trait Labels {
+    /// The value of the label `key`.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl Labels for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
 impl Requirement {
-    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
+    fn matches(&self, labels: &(impl Labels + ?Sized)) -> bool {
+        let value = labels.label(&self.key);
         match (&self.op, value) {
             (Operator::In(values), Some(v)) => values.contains(v),
             (Operator::In(_), None) => false,
@@ -139,7 +151,7 @@ impl LabelSelector {
     /// `notin` and `!key` match when the key is absent; `=`, `in`, `>`, `<` and `key` require it;
     /// `>` and `<` fail when the label's value is not an integer. The empty selector matches
     /// every label set.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &(impl Labels + ?Sized)) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 }

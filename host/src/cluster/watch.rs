@@ -248,8 +248,9 @@ impl Informers {
     }
 }
 
-/// Objects per list page: bounds the size of one response.
-const PAGE: u32 = 500;
+/// Objects per list page: bounds the size of one response, and the memory a list holds besides
+/// the cache while it parses a page.
+const PAGE: u32 = 100;
 
 /// How long one watch request lasts; the server ends it then and the informer watches again
 /// from where it was.
@@ -314,11 +315,14 @@ fn expired(selection: &Selection, version: &str) {
 }
 
 /// Lists every page of one consistent snapshot; returns its objects and its resourceVersion.
+/// An object `same` finds already cached at the same version is taken from the cache, so a
+/// relist keeps one copy of what did not change, and holds at most one page besides.
 async fn list(
     api: &Api<DynamicObject>,
     selector: Option<&str>,
+    same: impl Fn(&DynamicObject) -> Option<Arc<CachedObject>>,
     cached: impl Fn(DynamicObject) -> CachedObject,
-) -> Result<(Vec<CachedObject>, String), kube::Error> {
+) -> Result<(Vec<Arc<CachedObject>>, String), kube::Error> {
     let mut params = ListParams::default().limit(PAGE);
     if let Some(selector) = selector {
         params = params.labels(selector);
@@ -326,7 +330,11 @@ async fn list(
     let mut objects = Vec::new();
     loop {
         let page = api.list(&params).await?;
-        objects.extend(page.items.into_iter().map(&cached));
+        objects.extend(
+            page.items
+                .into_iter()
+                .map(|object| same(&object).unwrap_or_else(|| Arc::new(cached(object)))),
+        );
         match page.metadata.continue_.filter(|token| !token.is_empty()) {
             Some(token) => params = params.continue_token(&token),
             None => return Ok((objects, page.metadata.resource_version.unwrap_or_default())),
@@ -367,7 +375,8 @@ async fn run(
         CachedObject::new(object)
     };
     'list: loop {
-        let (objects, mut version) = match list(&api, selector.as_deref(), cached).await {
+        let same = |object: &DynamicObject| informer.upgrade()?.store().same(object);
+        let (objects, mut version) = match list(&api, selector.as_deref(), same, cached).await {
             Ok(listed) => listed,
             Err(error) => {
                 report(&key, &error);
@@ -417,15 +426,15 @@ async fn run(
                 match event {
                     Ok(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
                         let object = cached(object);
-                        if let Some(seen) = &object.resource_version {
-                            version.clone_from(seen);
+                        if let Some(seen) = object.resource_version() {
+                            seen.clone_into(&mut version);
                         }
                         live.emit(|store| store.upsert(object).into_iter().collect());
                     }
                     Ok(WatchEvent::Deleted(object)) => {
                         let deleted = cached(object);
-                        if let Some(seen) = &deleted.resource_version {
-                            version.clone_from(seen);
+                        if let Some(seen) = deleted.resource_version() {
+                            seen.clone_into(&mut version);
                         }
                         live.emit(|store| store.remove(&deleted).into_iter().collect());
                     }
@@ -536,7 +545,7 @@ mod tests {
         let subscription = informer.subscribe({
             let seen = seen.clone();
             Arc::new(move |change: &Change| {
-                let name = change.new.as_ref().map(|o| o.name.clone());
+                let name = change.new.as_ref().map(|o| o.name().to_owned());
                 seen.lock().unwrap().push(name);
             })
         });
@@ -560,6 +569,6 @@ mod tests {
         let cached = informer
             .store()
             .get(&configmap("web", json!({}), "7").key());
-        assert_eq!(cached.unwrap().resource_version.as_deref(), Some("7"));
+        assert_eq!(cached.unwrap().resource_version(), Some("7"));
     }
 }

@@ -8,6 +8,7 @@
 //! a [`Runtime::deterministic`] runtime the same module, objects and entry give the same
 //! [`Rendered`], and [`Rendered::to_yaml`] the same text byte for byte.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -385,7 +386,7 @@ fn check_primary(metadata: &Metadata, object: &Value) -> Result<(), RenderError>
         )));
     }
     if let Some(selector) = &primary.selector {
-        let labels = object["metadata"]["labels"]
+        let labels: BTreeMap<String, String> = object["metadata"]["labels"]
             .as_object()
             .into_iter()
             .flatten()

@@ -130,7 +130,7 @@ impl ClusterBackend {
         for informer in informers {
             informer.record_write(&object);
         }
-        object.json
+        object.json().clone()
     }
 
     /// Whether applying `request` to `cached` would change nothing: the values of the intent
@@ -139,9 +139,9 @@ impl ClusterBackend {
     fn unchanged_by(&self, cached: &CachedObject, request: &ApplyRequest) -> bool {
         let subresource = request.status.then_some("status");
         let owned = cached
-            .applied
+            .applied()
             .iter()
-            .find(|a| a.manager == self.field_manager && a.subresource.as_deref() == subresource)
+            .find(|a| *a.manager == self.field_manager && a.subresource.as_deref() == subresource)
             .map_or_else(|| Value::Object(serde_json::Map::new()), Applied::fields);
         managed::owns_exactly(&owned, &request.object) && contains(&cached.parse(), &request.object)
     }
@@ -156,12 +156,10 @@ impl ClusterBackend {
         object: &CachedObject,
         finalizers: &[&str],
     ) -> Result<(), CallError> {
-        let removing = finalizers
-            .iter()
-            .all(|f| object.finalizers.iter().any(|o| o == f));
-        let api = self.api(kind, object.namespace.as_deref()).await?;
+        let removing = finalizers.iter().all(|f| object.has_finalizer(f));
+        let api = self.api(kind, object.namespace()).await?;
         let patch = serde_json::json!({
-            "metadata": { "resourceVersion": object.resource_version, "finalizers": finalizers }
+            "metadata": { "resourceVersion": object.resource_version(), "finalizers": finalizers }
         });
         let params = PatchParams {
             field_manager: Some(self.field_manager.clone()),
@@ -169,7 +167,7 @@ impl ClusterBackend {
         };
         let informers = self.of_kind(kind);
         match api
-            .patch(&object.name, &params, &Patch::Merge(&patch))
+            .patch(object.name(), &params, &Patch::Merge(&patch))
             .await
         {
             Ok(patched) => {
@@ -301,7 +299,7 @@ impl Backend for ClusterBackend {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Arc<str>>, CallError> {
-        Ok(self.cached(kind, namespace, name).map(|o| o.json.clone()))
+        Ok(self.cached(kind, namespace, name).map(|o| o.json().clone()))
     }
 
     fn list(
@@ -319,7 +317,7 @@ impl Backend for ClusterBackend {
         // An object several informers hold is read from the one that saw it last.
         found.sort_by_key(|o| (o.key(), std::cmp::Reverse(o.version())));
         found.dedup_by(|a, b| a.key() == b.key());
-        Ok(found.into_iter().map(|o| o.json.clone()).collect())
+        Ok(found.into_iter().map(|o| o.json().clone()).collect())
     }
 
     async fn apply(&self, request: ApplyRequest) -> Result<String, CallError> {
@@ -328,7 +326,7 @@ impl Backend for ClusterBackend {
             && self.unchanged_by(&cached, &request)
         {
             self.elided.fetch_add(1, Ordering::Relaxed);
-            return Ok(cached.json.to_string());
+            return Ok(cached.json().to_string());
         }
         let api = self
             .api(&request.kind, request.namespace.as_deref())
@@ -381,7 +379,7 @@ impl Backend for ClusterBackend {
         };
         let uid = request.uid.clone().or_else(|| {
             self.cached(&request.kind, request.namespace.as_deref(), &request.name)
-                .and_then(|o| o.uid.clone())
+                .and_then(|o| o.uid().map(str::to_owned))
         });
         let informers = self.of_kind(&request.kind);
         let params = |preconditions| DeleteParams {
@@ -430,7 +428,7 @@ impl Backend for ClusterBackend {
     async fn event(&self, request: EventRequest) -> Result<(), CallError> {
         let uid = self
             .cached(&request.kind, request.namespace.as_deref(), &request.name)
-            .and_then(|o| o.uid.clone());
+            .and_then(|o| o.uid().map(str::to_owned));
         let namespace = request
             .namespace
             .clone()

@@ -263,7 +263,7 @@ impl Controller {
                         .as_ref()
                         .is_none_or(|new| !selection.selects(new))
                     && let Some(old) = &change.old
-                    && old.finalizers.iter().any(|f| ours.contains(f))
+                    && old.finalizers().any(|f| ours.iter().any(|o| o == f))
                 {
                     gone_holding.lock().expect("gone lock").insert(old.key());
                 }
@@ -420,7 +420,7 @@ impl Controller {
                     &self.env,
                     &self.settings.limits,
                     kind.clone(),
-                    &object.json,
+                    object.json(),
                 )
                 .await;
                 if !matches!(mapped, Err(Failure::Busy(_))) {
@@ -612,7 +612,7 @@ impl Controller {
         match object.clone() {
             Some(cached) if self.finalizes(finalizer) => {
                 let held = self.holds(&cached, finalizer);
-                if cached.deleting && (!held || finalizer.is_none()) {
+                if cached.deleting() && (!held || finalizer.is_none()) {
                     // Not the guest's to finalize; a retired finalizer of a guest that no
                     // longer declares one goes without `finalize`.
                     if held && let Err(error) = self.release(&cached, finalizer).await {
@@ -623,11 +623,11 @@ impl Controller {
                     self.queue.forget(key);
                     return;
                 }
-                if cached.deleting {
+                if cached.deleting() {
                     entry = Entry::Finalize;
                 } else {
                     let wanted = self.wanted_finalizers(&cached, finalizer);
-                    if wanted != cached.finalizers {
+                    if !cached.finalizers().eq(wanted.iter().map(String::as_str)) {
                         let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
                         let set = self
                             .backend
@@ -664,14 +664,14 @@ impl Controller {
             },
             reason,
             attempt: self.queue.num_requeues(key) + 1,
-            object: object.as_ref().map(|o| o.json.to_string()),
+            object: object.as_ref().map(|o| o.json().to_string()),
         };
         let scope = Scope {
             kind: metadata.primary.kind.clone(),
             namespace: key.namespace.clone(),
             name: key.name.clone(),
-            uid: object.as_ref().and_then(|o| o.uid.clone()),
-            deleting: object.as_ref().is_some_and(|o| o.deleting),
+            uid: object.as_ref().and_then(|o| o.uid().map(str::to_owned)),
+            deleting: object.as_ref().is_some_and(|o| o.deleting()),
         };
         let result = dispatch::call(
             &self.runtime,
@@ -692,7 +692,7 @@ impl Controller {
                     && let Some(finalized) = &object
                     && let Some(object) = self
                         .primary(key)
-                        .filter(|fresh| fresh.uid == finalized.uid)
+                        .filter(|fresh| fresh.uid() == finalized.uid())
                         .or_else(|| Some(finalized.clone()))
                     && self.holds(&object, finalizer)
                 {
@@ -768,7 +768,7 @@ impl Controller {
     ) {
         let deleted = object
             .filter(|o| finalizer.is_some() && self.holds(o, finalizer))
-            .and_then(|o| Some((o.uid.clone(), o.deleted_at?)));
+            .and_then(|o| Some((o.uid().map(str::to_owned), o.deleted_at()?)));
         let mut finalizing = self.finalizing.lock().expect("finalizing lock");
         match deleted {
             Some((uid, at)) => {
@@ -799,7 +799,7 @@ impl Controller {
 
     /// Whether `object` carries the guest's `finalizer` or one it retired.
     fn holds(&self, object: &CachedObject, finalizer: Option<&str>) -> bool {
-        object.finalizers.iter().any(|f| self.is_ours(f, finalizer))
+        object.finalizers().any(|f| self.is_ours(f, finalizer))
     }
 
     fn is_ours(&self, candidate: &str, finalizer: Option<&str>) -> bool {
@@ -816,10 +816,9 @@ impl Controller {
     fn wanted_finalizers(&self, object: &CachedObject, finalizer: Option<&str>) -> Vec<String> {
         let retired = &self.settings.retired_finalizers;
         let mut wanted: Vec<String> = object
-            .finalizers
-            .iter()
-            .filter(|f| !retired.contains(f))
-            .cloned()
+            .finalizers()
+            .filter(|f| !retired.iter().any(|r| r == f))
+            .map(str::to_owned)
             .collect();
         if let Some(finalizer) = finalizer
             && !wanted.iter().any(|f| f == finalizer)
@@ -836,9 +835,7 @@ impl Controller {
         finalizer: Option<&str>,
     ) -> Result<(), CallError> {
         let kept: Vec<&str> = object
-            .finalizers
-            .iter()
-            .map(String::as_str)
+            .finalizers()
             .filter(|f| !self.is_ours(f, finalizer))
             .collect();
         let kind = &self.module().metadata.primary.kind;

@@ -120,9 +120,9 @@ impl Orphans {
         let mut count = OrphanCount::default();
         for view in &self.views {
             for object in view.objects() {
-                if object.finalizers.contains(&self.finalizer) {
+                if object.has_finalizer(&self.finalizer) {
                     count.objects += 1;
-                    count.terminating += usize::from(object.deleting);
+                    count.terminating += usize::from(object.deleting());
                 }
             }
         }
@@ -159,5 +159,5 @@ impl Drop for Orphans {
 
 /// Whether `object` is being deleted and waits for `finalizer`.
 fn waits(object: &CachedObject, finalizer: &str) -> bool {
-    object.deleting && object.finalizers.iter().any(|f| f == finalizer)
+    object.deleting() && object.has_finalizer(finalizer)
 }

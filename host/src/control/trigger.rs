@@ -25,15 +25,15 @@ impl Updates {
     /// guest's finalizer.
     fn matter(&self, old: &CachedObject, new: &CachedObject) -> bool {
         self.on.contains(Changes::ANY)
-            || old.uid != new.uid
-            || old.deleting != new.deleting
+            || old.uid() != new.uid()
+            || old.deleting() != new.deleting()
             || self
                 .finalizer
                 .as_ref()
-                .is_some_and(|finalizer| !new.deleting && !new.finalizers.contains(finalizer))
-            || (self.on.contains(Changes::GENERATION) && old.generation != new.generation)
-            || (self.on.contains(Changes::LABELS) && old.labels != new.labels)
-            || (self.on.contains(Changes::ANNOTATIONS) && old.annotations != new.annotations)
+                .is_some_and(|finalizer| !new.deleting() && !new.has_finalizer(finalizer))
+            || (self.on.contains(Changes::GENERATION) && old.generation() != new.generation())
+            || (self.on.contains(Changes::LABELS) && !old.labels().eq(new.labels()))
+            || (self.on.contains(Changes::ANNOTATIONS) && old.annotations() != new.annotations())
     }
 }
 
@@ -63,13 +63,12 @@ pub fn owners(
 ) -> Vec<ObjectKey> {
     keys(change, |object| {
         object
-            .owners
-            .iter()
+            .owners()
             .filter(|o| !controller_only || o.controller)
-            .filter(|o| o.kind == primary.kind && in_group(&o.api_version, &primary.group))
+            .filter(|o| o.kind == primary.kind && in_group(o.api_version, &primary.group))
             .map(|o| ObjectKey {
                 namespace: namespace_of(object, namespaced),
-                name: o.name.clone(),
+                name: o.name.to_owned(),
             })
             .collect()
     })
@@ -87,11 +86,10 @@ fn in_group(api_version: &str, group: &str) -> bool {
 pub fn labelled(change: &Change, label: &str, namespaced: bool) -> Vec<ObjectKey> {
     keys(change, |object| {
         object
-            .labels
-            .get(label)
+            .label(label)
             .map(|name| ObjectKey {
                 namespace: namespace_of(object, namespaced),
-                name: name.clone(),
+                name: name.to_owned(),
             })
             .into_iter()
             .collect()
@@ -100,7 +98,7 @@ pub fn labelled(change: &Change, label: &str, namespaced: bool) -> Vec<ObjectKey
 
 /// The namespace of a primary key found through `object`.
 fn namespace_of(object: &CachedObject, namespaced: bool) -> Option<String> {
-    object.namespace.clone().filter(|_| namespaced)
+    object.namespace().filter(|_| namespaced).map(str::to_owned)
 }
 
 fn keys(change: &Change, of: impl Fn(&CachedObject) -> Vec<ObjectKey>) -> Vec<ObjectKey> {

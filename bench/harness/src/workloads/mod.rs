@@ -1,5 +1,6 @@
 //! The workloads of a run, each measured for every implementation it applies to.
 
+pub mod cache;
 pub mod churn;
 pub mod convergence;
 pub mod dispatch;
