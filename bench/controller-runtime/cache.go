@@ -6,9 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,13 +25,8 @@ func runCache(kubeconfig, namespace, kind string, strip bool) error {
 	default:
 		return fmt.Errorf("-cache %q: want configmaps or pods", kind)
 	}
-	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	config, scheme, err := connect(kubeconfig)
 	if err != nil {
-		return err
-	}
-	config.QPS = -1
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
 		return err
 	}
 	options := cache.Options{

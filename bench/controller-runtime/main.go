@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -79,18 +80,26 @@ func main() {
 	}
 }
 
-func run(kubeconfig, namespace string, concurrency int, resync time.Duration) error {
+// connect logs only errors and returns the client configuration of kubeconfig, without a
+// client-side rate limit as in kube-rs and kubewasm (the API server's priority and fairness is
+// the only limit), and a scheme of the core kinds.
+func connect(kubeconfig string) (*rest.Config, *runtime.Scheme, error) {
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	// No client-side rate limit, as in kube-rs and kubewasm: the API server's priority and
-	// fairness is the only limit.
 	config.QPS = -1
-
 	scheme := runtime.NewScheme()
 	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	return config, scheme, nil
+}
+
+func run(kubeconfig, namespace string, concurrency int, resync time.Duration) error {
+	config, scheme, err := connect(kubeconfig)
+	if err != nil {
 		return err
 	}
 	// One informer serves both the sources (For) and the children (Owns): it holds only the

@@ -500,7 +500,6 @@ impl Store {
     ) -> Vec<Arc<CachedObject>> {
         let inner = self.read();
         let matches = |o: &&Arc<CachedObject>| selector.is_none_or(|s| s.matches(o.as_ref()));
-        let objects = inner.objects.iter().map(|entry| &entry.0);
         match namespace {
             Some(namespace) => {
                 let start = ObjectKey {
@@ -519,7 +518,13 @@ impl Store {
                     .cloned()
                     .collect()
             }
-            None => objects.filter(matches).cloned().collect(),
+            None => inner
+                .objects
+                .iter()
+                .map(|entry| &entry.0)
+                .filter(matches)
+                .cloned()
+                .collect(),
         }
     }
 

@@ -308,8 +308,7 @@ async fn create(
     shape: Shape,
     count: usize,
 ) -> Result<(usize, usize)> {
-    let (group, version) = ("", "v1");
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, shape.kind()));
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", shape.kind()));
     let api: Api<DynamicObject> = Api::namespaced_with(bench.client.clone(), namespace, &resource);
     let params = PostParams {
         field_manager: Some("bench-load".into()),
