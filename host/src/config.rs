@@ -17,6 +17,13 @@
 //!       errorBytes: 32Ki         # >= 1Ki; error message of reconcile or finalize
 //!       mapKeys: 10000           # >= 1; keys one map-keys call may return
 //!       logLinesPerSecond: 100   # >= 1; guest output lines per second into the host's log
+//!     cache:                     # optional; what the module never reads of the objects it reads
+//!       drop:                    # fields removed before objects are cached; absent = none
+//!         - apiGroups: [""]      # optional; absent = every group
+//!           kinds: [ConfigMap]   # optional; absent = every kind
+//!           fields:              # JSON pointers; no metadata but annotations
+//!             - /metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration
+//!             - /status
 //!     grants:                    # optional; absent = only the kinds the module declares
 //!       - apiGroups: [""]
 //!         resources: [pods]
@@ -45,7 +52,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use kube::api::GroupVersionKind;
+
 use crate::cluster::selector::{is_dns1123_label, is_dns1123_subdomain};
+use crate::cluster::transform::{FieldPath, Transform};
 
 /// Default wall-clock deadline of one reconcile call: generous for a reconcile, which mostly
 /// waits on API calls, yet bounded so a stuck guest cannot hold a worker forever.
@@ -256,6 +266,37 @@ pub struct ModuleConfig {
     pub grants: Option<Vec<Grant>>,
     /// Its workqueue's retry settings; each field it leaves out is the host-wide `queue`'s.
     pub queue: Option<QueueConfig>,
+    /// `cache.drop`: fields removed from the objects it reads before they are cached.
+    pub drops: Vec<DropRule>,
+}
+
+/// A rule of `cache.drop`: fields removed from every object of the matching kinds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DropRule {
+    /// API groups it applies to (`""` is the core group); empty means every group.
+    pub api_groups: Vec<String>,
+    /// Kinds it applies to, such as `Deployment`; empty means every kind.
+    pub kinds: Vec<String>,
+    /// The fields dropped; non-empty.
+    pub fields: Vec<FieldPath>,
+}
+
+impl DropRule {
+    /// Whether it applies to objects of `kind`.
+    pub fn matches(&self, kind: &GroupVersionKind) -> bool {
+        (self.api_groups.is_empty() || self.api_groups.contains(&kind.group))
+            && (self.kinds.is_empty() || self.kinds.contains(&kind.kind))
+    }
+
+    /// What the rules among `drops` that match `kind` drop from its objects.
+    pub fn transform(drops: &[DropRule], kind: &GroupVersionKind) -> Transform {
+        Transform::new(
+            drops
+                .iter()
+                .filter(|d| d.matches(kind))
+                .flat_map(|d| d.fields.iter().cloned()),
+        )
+    }
 }
 
 /// Per-module resource limits.
@@ -460,6 +501,24 @@ struct RawModule {
     limits: Option<RawLimits>,
     grants: Option<Vec<RawGrant>>,
     queue: Option<RawQueue>,
+    cache: Option<RawCache>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawCache {
+    #[serde(default)]
+    drop: Vec<RawDrop>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawDrop {
+    #[serde(default)]
+    api_groups: Vec<String>,
+    #[serde(default)]
+    kinds: Vec<String>,
+    fields: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -666,6 +725,13 @@ fn validate_module(
         .queue
         .map(|raw| validate_queue(raw, queue, &format!("{at}.queue")))
         .transpose()?;
+    let drops = raw
+        .cache
+        .map_or_else(Vec::new, |c| c.drop)
+        .into_iter()
+        .enumerate()
+        .map(|(i, drop)| validate_drop(drop, &format!("{at}.cache.drop[{i}]")))
+        .collect::<Result<_, _>>()?;
     Ok(ModuleConfig {
         // Collecting the components drops `.` segments: `dir/./a.wasm` becomes `dir/a.wasm`.
         path: base_dir.join(raw.path).components().collect(),
@@ -676,6 +742,34 @@ fn validate_module(
         limits,
         grants,
         queue,
+        drops,
+    })
+}
+
+fn validate_drop(raw: RawDrop, at: &str) -> Result<DropRule, ConfigError> {
+    if raw.fields.is_empty() {
+        return Err(invalid(
+            format!("{at}.fields"),
+            "at least one field is required",
+        ));
+    }
+    if let Some(i) = raw.kinds.iter().position(String::is_empty) {
+        return Err(invalid(format!("{at}.kinds[{i}]"), "a kind is not empty"));
+    }
+    let fields = raw
+        .fields
+        .iter()
+        .enumerate()
+        .map(|(i, field)| {
+            field
+                .parse()
+                .map_err(|message| invalid(format!("{at}.fields[{i}]"), message))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(DropRule {
+        api_groups: raw.api_groups,
+        kinds: raw.kinds,
+        fields,
     })
 }
 
@@ -989,6 +1083,12 @@ modules:
         namespaces: [team-a]
     queue:
       qps: 5
+    cache:
+      drop:
+        - fields: [/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration]
+        - apiGroups: [apps]
+          kinds: [Deployment, StatefulSet]
+          fields: [/status, /spec/template/metadata/annotations]
   - path: /opt/modules/other.wasm
     limits:
       memoryBytes: 128Mi
@@ -1082,6 +1182,25 @@ queue:
                     qps: 5,
                     burst: 50,
                 }),
+                drops: vec![
+                    DropRule {
+                        api_groups: vec![],
+                        kinds: vec![],
+                        fields: vec![
+                            "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration"
+                                .parse()
+                                .unwrap()
+                        ],
+                    },
+                    DropRule {
+                        api_groups: vec!["apps".into()],
+                        kinds: vec!["Deployment".into(), "StatefulSet".into()],
+                        fields: vec![
+                            "/status".parse().unwrap(),
+                            "/spec/template/metadata/annotations".parse().unwrap()
+                        ],
+                    },
+                ],
             }
         );
         assert_eq!(
@@ -1124,6 +1243,7 @@ queue:
                     },
                     grants: None,
                     queue: None,
+                    drops: vec![],
                 }],
                 manager: ManagerConfig::default(),
                 queue: QueueConfig {
@@ -1425,6 +1545,26 @@ queue:
                 "queue.maxBackoffSeconds",
                 "2 s is less than baseBackoffMs (5000 ms)",
             ),
+            (
+                "modules: [{path: a.wasm, cache: {drop: [{fields: [/status, /metadata/labels]}]}}]",
+                "modules[0].cache.drop[0].fields[1]",
+                "\"/metadata/labels\": the host reads it",
+            ),
+            (
+                "modules: [{path: a.wasm, cache: {drop: [{fields: [/status]}, {fields: [status]}]}}]",
+                "modules[0].cache.drop[1].fields[0]",
+                "\"status\" is not a JSON pointer",
+            ),
+            (
+                "modules: [{path: a.wasm, cache: {drop: [{kinds: [Pod], fields: []}]}}]",
+                "modules[0].cache.drop[0].fields",
+                "at least one field is required",
+            ),
+            (
+                "modules: [{path: a.wasm, cache: {drop: [{kinds: [\"\"], fields: [/status]}]}}]",
+                "modules[0].cache.drop[0].kinds[0]",
+                "a kind is not empty",
+            ),
         ];
         for &(text, field, message) in cases {
             let (f, m) = invalid_at(text);
@@ -1541,6 +1681,25 @@ queue:
         assert!(everything.permits("", "nodes", Verb::Watch, None));
         assert!(everything.permits("", "pods/log", Verb::Get, Some("x")));
         assert!(!pods.permits("", "pods", Verb::All, None));
+    }
+
+    #[test]
+    fn drop_rules_apply_to_the_kinds_and_groups_they_name() {
+        let config = parse(FULL).unwrap();
+        let drops = &config.modules[0].drops;
+        let kind = |group: &str, kind: &str| GroupVersionKind::gvk(group, "v1", kind);
+        let dropped = |k: &GroupVersionKind| DropRule::transform(drops, k).to_string();
+        let last_applied =
+            "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration";
+        assert_eq!(dropped(&kind("", "ConfigMap")), last_applied);
+        assert_eq!(dropped(&kind("example.com", "Deployment")), last_applied);
+        assert_eq!(
+            dropped(&kind("apps", "Deployment")),
+            format!("{last_applied}, /spec/template/metadata/annotations, /status")
+        );
+        assert!(
+            DropRule::transform(&config.modules[1].drops, &kind("apps", "Deployment")).is_empty()
+        );
     }
 
     #[test]

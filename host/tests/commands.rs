@@ -171,6 +171,12 @@ fn check_compares_the_grants_of_the_module_entry() {
       - apiGroups: [kubewasm.dev]
         resources: [podsets]
         verbs: ['*']
+    cache:
+      drop:
+        - fields: [/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration]
+        - apiGroups: ['']
+          kinds: [Pod]
+          fields: [/status]
 ",
             podset.display()
         ),
@@ -186,6 +192,10 @@ fn check_compares_the_grants_of_the_module_entry() {
             ),
             "namespaces  team-a\n",
             "grants      1 rule\n",
+            "drops       kubewasm.dev/v1alpha1 PodSet: \
+             /metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration\n\
+             \x20           v1 Pod: \
+             /metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration, /status\n",
             "needs       get,list,watch podsets (kubewasm.dev) in namespace team-a\n",
             "writes      create,patch,delete podsets (kubewasm.dev) in namespace team-a\n\
              \x20           create events (events.k8s.io) in namespace team-a\n",
@@ -216,6 +226,7 @@ fn check_compares_the_grants_of_the_module_entry() {
         &[
             "modules[0], matched by name\n",
             "namespaces  as declared\n",
+            "drops       nothing\n",
             "granted     everything it needs\n",
         ],
     );

@@ -203,10 +203,10 @@ async fn a_guest_reads_and_is_triggered_by_one_cache_per_object() -> Result<()> 
                 .collect();
             caches.sort_unstable();
             let podsets = format!(
-                r#"{{group="kubewasm.dev",version="v1alpha1",kind="PodSet",namespace="{}",selector=""}}"#,
+                r#"{{group="kubewasm.dev",version="v1alpha1",kind="PodSet",namespace="{}",selector="",drops=""}}"#,
                 ns.name()
             );
-            let pods = r#"{group="",version="v1",kind="Pod",namespace="",selector=""}"#;
+            let pods = r#"{group="",version="v1",kind="Pod",namespace="",selector="",drops=""}"#;
             ensure!(caches == [pods, &podsets], "caches: {caches:?}");
             Ok(())
         },

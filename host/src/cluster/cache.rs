@@ -12,6 +12,7 @@ use kube::api::{DynamicObject, GroupVersionKind};
 use kube::core::GroupVersion;
 
 use crate::cluster::selector::{LabelSelector, Labels};
+use crate::cluster::transform::Transform;
 
 /// An owner reference, as far as the host needs it: a view into the cached object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +166,18 @@ impl CachedObject {
             generation: meta.generation,
             annotations: digest(meta.annotations.iter().flatten()),
             applied,
+        }
+    }
+
+    /// This object with the fields `transform` drops removed; what the host applied stays
+    /// recorded.
+    pub fn transformed(&self, transform: &Transform) -> Self {
+        let mut object: DynamicObject =
+            serde_json::from_str(&self.json).expect("the cached JSON is an object");
+        transform.apply(&mut object);
+        Self {
+            applied: self.applied.clone(),
+            ..Self::new(object)
         }
     }
 

@@ -10,5 +10,6 @@ pub mod managed;
 pub mod retry_after;
 pub mod selection;
 pub mod selector;
+pub mod transform;
 pub mod view;
 pub mod watch;

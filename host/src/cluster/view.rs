@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::cluster::cache::{CachedObject, Change, ObjectKey};
 use crate::cluster::selection::Selection;
+use crate::cluster::transform::Transform;
 use crate::cluster::watch::{Handler, Informer, Informers, Subscription};
 
 /// One selection of a guest and the informer serving it, which a clone keeps running.
@@ -21,12 +22,17 @@ pub struct View {
 }
 
 impl View {
-    /// The view of `selection`, one of a guest's selections `all`: served by the informer of
-    /// the widest of them that contains it.
-    pub fn new(selection: &Selection, all: &[Selection], informers: &Informers) -> View {
+    /// The view of `selection`, one of a guest's selections `all`, through `transform`: served
+    /// by the informer of the widest of them that contains it.
+    pub fn new(
+        selection: &Selection,
+        all: &[Selection],
+        transform: &Transform,
+        informers: &Informers,
+    ) -> View {
         View {
             selection: selection.clone(),
-            informer: informers.acquire(server(selection, all)),
+            informer: informers.acquire(server(selection, all), transform),
         }
     }
 

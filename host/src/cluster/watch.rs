@@ -1,5 +1,5 @@
-//! Informers: one list-then-watch per (kind, namespace, label selector), shared by every guest
-//! that needs it and stopped when the last one lets go.
+//! Informers: one list-then-watch per (kind, namespace, label selector, transform), shared by
+//! every guest that needs it and stopped when the last one lets go.
 //!
 //! Each informer resolves its kind through discovery (retrying until a CRD installed later
 //! appears), lists, then watches from the list's resourceVersion; a watch the server ends is
@@ -22,6 +22,7 @@ use tokio::sync::watch as signal;
 
 use crate::cluster::cache::{CachedObject, Change, Store};
 use crate::cluster::selection::Selection;
+use crate::cluster::transform::Transform;
 
 /// Receives every change of an informer, in order. Called on the informer's task: keep it short
 /// and never block.
@@ -30,6 +31,7 @@ pub type Handler = Arc<dyn Fn(&Change) + Send + Sync>;
 /// A running informer.
 pub struct Informer {
     selection: Selection,
+    transform: Transform,
     store: Store,
     handlers: Mutex<Vec<(u64, Handler)>>,
     synced: signal::Receiver<bool>,
@@ -40,6 +42,11 @@ impl Informer {
     /// What it watches.
     pub fn selection(&self) -> &Selection {
         &self.selection
+    }
+
+    /// What it drops from the objects it caches.
+    pub fn transform(&self) -> &Transform {
+        &self.transform
     }
 
     /// Its cache.
@@ -81,12 +88,17 @@ impl Informer {
         }
     }
 
-    /// Records the object a write of the host returned, so that readers see it before the watch
-    /// delivers it; handlers see the change as usual. See [`Store::record_write`] for when the
-    /// object is not recorded.
+    /// Records the object a write of the host returned, through its transform, so that readers
+    /// see it before the watch delivers it; handlers see the change as usual. See
+    /// [`Store::record_write`] for when the object is not recorded.
     pub fn record_write(&self, object: &CachedObject) {
         if self.selection.selects(object) {
-            self.emit(|store| store.record_write(object.clone()).into_iter().collect());
+            let object = if self.transform.is_empty() {
+                object.clone()
+            } else {
+                object.transformed(&self.transform)
+            };
+            self.emit(|store| store.record_write(object).into_iter().collect());
         }
     }
 
@@ -196,10 +208,10 @@ impl Resources {
     }
 }
 
-/// Every running informer, by what it watches.
+/// Every running informer, by what it watches and what it drops.
 pub struct Informers {
     resources: Arc<Resources>,
-    running: Mutex<HashMap<Selection, Weak<Informer>>>,
+    running: Mutex<HashMap<(Selection, Transform), Weak<Informer>>>,
 }
 
 impl Informers {
@@ -211,16 +223,18 @@ impl Informers {
         }
     }
 
-    /// The informer of `selection`, started if nobody holds it yet.
-    pub fn acquire(&self, selection: &Selection) -> Arc<Informer> {
+    /// The informer of `selection` through `transform`, started if nobody holds it yet.
+    pub fn acquire(&self, selection: &Selection, transform: &Transform) -> Arc<Informer> {
         let mut running = self.running.lock().expect("informers lock");
-        if let Some(informer) = running.get(selection).and_then(Weak::upgrade) {
+        let key = (selection.clone(), transform.clone());
+        if let Some(informer) = running.get(&key).and_then(Weak::upgrade) {
             return informer;
         }
         running.retain(|_, informer| informer.strong_count() > 0);
         let (synced_tx, synced) = signal::channel(false);
         let informer = Arc::new(Informer {
             selection: selection.clone(),
+            transform: transform.clone(),
             store: Store::default(),
             handlers: Mutex::default(),
             synced,
@@ -230,14 +244,14 @@ impl Informers {
         // reference would take it for stopped and end before listing.
         let task = tokio::spawn(run(
             self.resources.clone(),
-            selection.clone(),
+            key.clone(),
             Arc::downgrade(&informer),
             synced_tx,
         ));
         let _ = informer.task.set(task.abort_handle());
         let selector = selection.selector.as_ref().map(ToString::to_string);
-        tracing::debug!(kind = ?selection.kind, namespace = ?selection.namespace, selector = ?selector, "informer started");
-        running.insert(selection.clone(), Arc::downgrade(&informer));
+        tracing::debug!(kind = ?selection.kind, namespace = ?selection.namespace, selector = ?selector, %transform, "informer started");
+        running.insert(key, Arc::downgrade(&informer));
         informer
     }
 
@@ -348,7 +362,7 @@ async fn list(
 /// cache.
 async fn run(
     resources: Arc<Resources>,
-    key: Selection,
+    (key, transform): (Selection, Transform),
     informer: Weak<Informer>,
     synced: signal::Sender<bool>,
 ) {
@@ -372,6 +386,7 @@ async fn run(
     // watch event holds, so guests, triggers and write elision see one form.
     let cached = |mut object: DynamicObject| {
         object.types.get_or_insert_with(|| types.clone());
+        transform.apply(&mut object);
         CachedObject::new(object)
     };
     'list: loop {
@@ -523,11 +538,18 @@ mod tests {
     #[tokio::test]
     async fn one_informer_per_selection_shared_until_the_last_holder_lets_go() {
         let informers = informers();
-        let first = informers.acquire(&configmaps("a", None));
-        let again = informers.acquire(&configmaps("a", None));
+        let first = informers.acquire(&configmaps("a", None), &Transform::default());
+        let again = informers.acquire(&configmaps("a", None), &Transform::default());
         assert!(Arc::ptr_eq(&first, &again));
-        let selected = informers.acquire(&configmaps("a", Some("app=web")));
+        let selected = informers.acquire(&configmaps("a", Some("app=web")), &Transform::default());
         assert!(!Arc::ptr_eq(&first, &selected));
+        let dropping = informers.acquire(&configmaps("a", None), &drop_data());
+        assert!(!Arc::ptr_eq(&first, &dropping));
+        assert!(Arc::ptr_eq(
+            &dropping,
+            &informers.acquire(&configmaps("a", None), &drop_data())
+        ));
+        drop(dropping);
         assert_eq!(informers.running().len(), 2);
         assert!(!first.is_synced(), "nothing has listed");
 
@@ -537,10 +559,43 @@ mod tests {
         assert_eq!(running[0].selection(), &configmaps("a", Some("app=web")));
     }
 
+    /// Drops `data.big` and every annotation.
+    fn drop_data() -> Transform {
+        Transform::new(["/data/big", "/metadata/annotations"].map(|f| f.parse().unwrap()))
+    }
+
+    #[tokio::test]
+    async fn a_recorded_write_is_cached_through_the_informer_s_transform() {
+        let informers = informers();
+        let informer = informers.acquire(&configmaps("a", None), &drop_data());
+        let object = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {
+                "name": "web", "namespace": "a", "resourceVersion": "5", "uid": "u1",
+                "labels": {"app": "web"}, "annotations": {"note": "x"},
+                "managedFields": [{
+                    "manager": "kubewasm-echo", "operation": "Apply", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:big": {}}},
+                }],
+            },
+            "data": {"big": "xxxx", "small": "y"},
+        });
+        informer.record_write(&CachedObject::new(serde_json::from_value(object).unwrap()));
+        let cached = informer
+            .store()
+            .get(&configmap("web", json!({}), "5").key())
+            .unwrap();
+        let read: serde_json::Value = serde_json::from_str(cached.json()).unwrap();
+        assert_eq!(read["data"], json!({"small": "y"}));
+        assert_eq!(read["metadata"]["annotations"], serde_json::Value::Null);
+        assert_eq!(cached.label("app"), Some("web"));
+        assert_eq!(cached.applied().len(), 1, "the host's apply stays known");
+    }
+
     #[tokio::test]
     async fn handlers_see_recorded_writes_in_the_selection_until_unsubscribed() {
         let informers = informers();
-        let informer = informers.acquire(&configmaps("a", Some("app=web")));
+        let informer = informers.acquire(&configmaps("a", Some("app=web")), &Transform::default());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let subscription = informer.subscribe({
             let seen = seen.clone();

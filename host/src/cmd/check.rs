@@ -1,6 +1,7 @@
 //! Checking a module before running it: it loads as the host loads it (a component of the
 //! supported contract version whose declaration is valid), what it declares, the permissions it
-//! needs and, given a configuration, whether the grants of its entry give them.
+//! needs and, given a configuration, whether the grants of its entry give them and what its
+//! cache drops.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,8 @@ use std::path::{Path, PathBuf};
 use kube::api::GroupVersionKind;
 
 use crate::cluster::selection::Selection;
-use crate::config::{Config, ConfigError, ModuleConfig};
+use crate::cluster::transform::Transform;
+use crate::config::{Config, ConfigError, DropRule, ModuleConfig};
 use crate::wasm::declaration::{Mapping, Metadata};
 use crate::wasm::module::{self, LoadError};
 use crate::wasm::permissions::{self, Permissions, Requirement};
@@ -96,6 +98,9 @@ pub struct Report {
     /// The writes the entry's grants let the host make for it (see [`permissions::writes`]);
     /// empty without a configuration.
     pub writes: Vec<Requirement>,
+    /// Each kind it reads whose objects the entry's `cache.drop` rules change, with what they
+    /// drop, in the order of the declaration; empty without a configuration.
+    pub drops: Vec<(GroupVersionKind, Transform)>,
 }
 
 /// Loads the module at `path` as the host would (with the limits of its configuration entry, if
@@ -161,6 +166,18 @@ pub async fn check(path: &Path, config: Option<&Path>) -> Result<Report, CheckEr
     let writes = entry.as_ref().map_or_else(Vec::new, |entry| {
         permissions::writes(&metadata, &entry.module)
     });
+    let mut drops: Vec<(GroupVersionKind, Transform)> = Vec::new();
+    if let Some(entry) = &entry {
+        let read = std::iter::once(&metadata.primary.kind)
+            .chain(&metadata.owns)
+            .chain(metadata.watches.iter().map(|w| &w.selection.kind));
+        for kind in read {
+            let transform = DropRule::transform(&entry.module.drops, kind);
+            if !transform.is_empty() && !drops.iter().any(|(k, _)| k == kind) {
+                drops.push((kind.clone(), transform));
+            }
+        }
+    }
     Ok(Report {
         path: path.to_owned(),
         digest: module.digest.clone(),
@@ -170,6 +187,7 @@ pub async fn check(path: &Path, config: Option<&Path>) -> Result<Report, CheckEr
         required,
         missing,
         writes,
+        drops,
     })
 }
 
@@ -235,7 +253,8 @@ fn selection(selection: &Selection) -> String {
 }
 
 /// Human-readable, one field per line: the module, its declaration, the permissions it needs
-/// and, with a configuration, its entry, the entry's grants and what they miss.
+/// and, with a configuration, its entry, the entry's grants and what they miss, and the fields
+/// its cache drops.
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let metadata = &self.metadata;
@@ -298,6 +317,14 @@ impl fmt::Display for Report {
                 Some(grants) => format!("{} rules", grants.len()),
             };
             field(f, "grants", &one(grants))?;
+            let drops: Vec<String> = match &self.drops[..] {
+                [] => vec!["nothing".into()],
+                drops => drops
+                    .iter()
+                    .map(|(k, transform)| format!("{}: {transform}", kind(k)))
+                    .collect(),
+            };
+            field(f, "drops", &drops)?;
         }
         let required: Vec<String> = self.required.iter().map(ToString::to_string).collect();
         field(f, "needs", &required)?;

@@ -27,7 +27,7 @@ use crate::cluster::selection::Selection;
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::view::View;
 use crate::cluster::watch::{Informer, Informers, Resources, Subscription};
-use crate::config::{Grant, QueueConfig};
+use crate::config::{DropRule, Grant, QueueConfig};
 use crate::control::apply::ClusterBackend;
 use crate::control::queue::WorkQueue;
 use crate::control::tally::{Streak, Tally};
@@ -66,6 +66,8 @@ pub struct Settings {
     pub queue: QueueConfig,
     /// What the operator granted; `None`: everything on the declared kinds.
     pub grants: Option<Vec<Grant>>,
+    /// Fields dropped from the objects it reads before they are cached.
+    pub drops: Vec<DropRule>,
     /// Finalizers an earlier module of this guest put on the same primary objects: the host
     /// replaces them with the current one (or removes them) as it reconciles each object, and
     /// finalizes an object being deleted that carries only one of them.
@@ -191,7 +193,10 @@ impl Controller {
     ) -> Arc<Self> {
         let plan = Plan::new(&module.metadata, &settings.namespaces);
         let all = plan.all();
-        let view = |selection: &Selection| View::new(selection, &all, informers);
+        let view = |selection: &Selection| {
+            let transform = DropRule::transform(&settings.drops, &selection.kind);
+            View::new(selection, &all, &transform, informers)
+        };
         let primaries: Vec<View> = plan.primaries.iter().map(view).collect();
         let owned: Vec<View> = plan.owned.iter().map(view).collect();
         let watched: Vec<(View, Mapping)> = plan

@@ -512,6 +512,7 @@ fn settings(
         limits,
         queue: config.queue.unwrap_or(queue),
         grants: config.grants.clone(),
+        drops: config.drops.clone(),
         retired_finalizers: Vec::new(),
     }
 }

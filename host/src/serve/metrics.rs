@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use crate::cluster::selection::Selection;
+use crate::cluster::transform::Transform;
 use crate::control::controller::Finalizing;
 use crate::control::host::Observer;
 use crate::control::orphans::OrphanCount;
@@ -62,6 +63,8 @@ pub struct GuestSnapshot {
 pub struct CacheSnapshot {
     /// What the informer watches.
     pub selection: Selection,
+    /// What it drops from the objects it caches.
+    pub transform: Transform,
     /// Objects it holds.
     pub objects: usize,
     /// Lists it completed: the first and every relist.
@@ -133,11 +136,12 @@ impl Snapshot {
             .iter()
             .map(|i| CacheSnapshot {
                 selection: i.selection().clone(),
+                transform: i.transform().clone(),
                 objects: i.store().len(),
                 lists: i.store().lists(),
             })
             .collect();
-        caches.sort_by_cached_key(|c| cache_labels(&c.selection));
+        caches.sort_by_cached_key(cache_labels);
         let counters = observer.load_counters();
         let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
         Self {
@@ -431,7 +435,7 @@ impl Snapshot {
         for (name, kind, help, value) in caches {
             out.family(name, kind, help);
             for cache in &self.caches {
-                let [group, version, kind, namespace, selector] = cache_labels(&cache.selection);
+                let [group, version, kind, namespace, selector, drops] = cache_labels(cache);
                 out.sample(
                     name,
                     &[
@@ -440,6 +444,7 @@ impl Snapshot {
                         ("kind", &kind),
                         ("namespace", &namespace),
                         ("selector", &selector),
+                        ("drops", &drops),
                     ],
                     value(cache),
                 );
@@ -470,8 +475,10 @@ fn orphans(observer: &Observer) -> Vec<OrphanSnapshot> {
         .collect()
 }
 
-/// An informer's labels; empty for the core group, every namespace and no selector.
-fn cache_labels(selection: &Selection) -> [String; 5] {
+/// An informer's labels; empty for the core group, every namespace, no selector and no
+/// transform.
+fn cache_labels(cache: &CacheSnapshot) -> [String; 6] {
+    let selection = &cache.selection;
     [
         selection.kind.group.clone(),
         selection.kind.version.clone(),
@@ -482,6 +489,7 @@ fn cache_labels(selection: &Selection) -> [String; 5] {
             .as_ref()
             .map(ToString::to_string)
             .unwrap_or_default(),
+        cache.transform.to_string(),
     ]
 }
 
@@ -672,6 +680,7 @@ mod tests {
                     namespace: Some("team-a".into()),
                     selector: Some("app in (a,b)".parse().unwrap()),
                 },
+                transform: Transform::new(["/status".parse().unwrap()]),
                 objects: 9,
                 lists: 2,
             }],
@@ -719,8 +728,8 @@ mod tests {
             r#"kubewasm_guest_failing{controller="mirror"} 0"#,
             "kubewasm_module_loads_total 2",
             "kubewasm_module_reloads_total 1",
-            r#"kubewasm_cache_objects{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)"} 9"#,
-            r#"kubewasm_cache_lists_total{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)"} 2"#,
+            r#"kubewasm_cache_objects{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)",drops="/status"} 9"#,
+            r#"kubewasm_cache_lists_total{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)",drops="/status"} 2"#,
             "# TYPE kubewasm_cache_lists_total counter",
             "# TYPE workqueue_depth gauge",
             "# TYPE controller_runtime_reconcile_total counter",
