@@ -49,7 +49,8 @@ use kubewasm::wasm::dispatch::{self, Entry, Outcome};
 use kubewasm::wasm::env::{CallContext, GuestEnv};
 use kubewasm::wasm::fixture::FixtureBackend;
 use kubewasm::wasm::module::{self, Module};
-use kubewasm::wasm::runtime::{CallState, Limits, Runtime};
+use kubewasm::wasm::runtime::Runtime;
+use kubewasm::wasm::state::{CallState, Limits};
 use serde_json::{Value, json};
 use wasmtime::Store;
 

@@ -30,7 +30,8 @@ use common::{
 use kubewasm::wasm::dispatch::{self, Entry, Outcome};
 use kubewasm::wasm::env::CallContext;
 use kubewasm::wasm::module;
-use kubewasm::wasm::runtime::{Limits, Runtime};
+use kubewasm::wasm::runtime::Runtime;
+use kubewasm::wasm::state::Limits;
 use serde_json::json;
 
 const LANGUAGES: [&str; 4] = ["rust", "js", "python", "go"];

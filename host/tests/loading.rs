@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kubewasm::wasm::module;
-use kubewasm::wasm::runtime::{Limits, Runtime};
+use kubewasm::wasm::runtime::Runtime;
+use kubewasm::wasm::state::Limits;
 use kubewasm_testkit::build;
 
 fn podset() -> PathBuf {

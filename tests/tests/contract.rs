@@ -7,7 +7,8 @@
 //! - status applies are forced only when the guest asks.
 //!
 //! A guest of contract 0.1.0 (`tests/guests/earlier`) keeps that version's rules: its owned
-//! applies adopt, its status applies are forced, and it reconciles every update.
+//! applies adopt, its status applies are forced, and it reconciles every update; it reads the
+//! cache through that version's imports.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -338,11 +339,14 @@ async fn a_guest_of_contract_0_1_keeps_its_rules() -> Result<()> {
     let (host, _) = start_guest(ns.name(), &guest_wasm("earlier"))?;
     with_started_host(host, async |_| {
         let uid = create_for(&podsets, "earlier", "legacy", json!({})).await?;
-        eventually("the adopted ConfigMap", WAIT, || async {
+        let adopted = eventually("the adopted ConfigMap", WAIT, || async {
             let adopted = config_maps.get("legacy").await?;
-            Ok((controller_of(&adopted).as_deref() == Some(uid.as_str())).then_some(()))
+            Ok((controller_of(&adopted).as_deref() == Some(uid.as_str())).then_some(adopted))
         })
         .await?;
+        // 0.1.0's cache reads found the PodSet by name and by label.
+        let read = adopted.data.unwrap_or_default().remove("read");
+        assert_eq!(read, Some(format!("{uid} 1")));
         heartbeat_where(&podsets, "legacy", "a first heartbeat", |_| true).await?;
         // Another manager takes the condition over; its write is an update, which 0.1.0
         // reconciles, and the forced status apply takes the fields back.

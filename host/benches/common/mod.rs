@@ -14,7 +14,7 @@ use kubewasm::wasm::env::GuestEnv;
 use kubewasm::wasm::fixture::{FixtureBackend, Write};
 use kubewasm::wasm::module::Module;
 use kubewasm::wasm::permissions::Permissions;
-use kubewasm::wasm::runtime::Limits;
+use kubewasm::wasm::state::Limits;
 use serde_json::{Value, json};
 
 pub const NAMESPACE: &str = "bench";

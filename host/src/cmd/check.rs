@@ -14,7 +14,8 @@ use crate::config::{Config, ConfigError, DropRule, ModuleConfig};
 use crate::wasm::declaration::{Mapping, Metadata};
 use crate::wasm::module::{self, LoadError};
 use crate::wasm::permissions::{self, Permissions, Requirement};
-use crate::wasm::runtime::{Limits, Runtime, RuntimeError};
+use crate::wasm::runtime::{Runtime, RuntimeError};
+use crate::wasm::state::Limits;
 
 /// Why a module could not be checked, or failed the check.
 #[derive(Debug, thiserror::Error)]

@@ -29,7 +29,8 @@ use crate::wasm::env::GuestEnv;
 use crate::wasm::fixture::{FixtureBackend, Write};
 use crate::wasm::module::{self, LoadError, Module};
 use crate::wasm::permissions::Permissions;
-use crate::wasm::runtime::{Limits, Runtime, RuntimeError};
+use crate::wasm::runtime::{Runtime, RuntimeError};
+use crate::wasm::state::Limits;
 
 /// Why a call could not be rendered. A guest that fails is not an error: its failure is the
 /// [`Rendered::result`].

@@ -40,7 +40,8 @@ use crate::wasm::dispatch::{self, Entry, Failure, Outcome};
 use crate::wasm::env::{CallTimes, GuestEnv};
 use crate::wasm::module::Module;
 use crate::wasm::permissions::Permissions;
-use crate::wasm::runtime::{Limits, Runtime};
+use crate::wasm::runtime::Runtime;
+use crate::wasm::state::Limits;
 
 /// Pause before a call the host had no room for is made again.
 const BUSY_PAUSE: Duration = Duration::from_millis(100);

@@ -40,7 +40,8 @@ use crate::control::reload;
 use crate::wasm::declaration::Metadata;
 use crate::wasm::module::{self, LoadError, Module};
 use crate::wasm::permissions::{self, Permissions, Requirement};
-use crate::wasm::runtime::{Limits, Runtime, RuntimeError};
+use crate::wasm::runtime::{Runtime, RuntimeError};
+use crate::wasm::state::Limits;
 
 /// Why a module could not be started, at start-up or on reload.
 #[derive(Debug, thiserror::Error)]

@@ -39,6 +39,12 @@ pub use self::kubewasm::controller::types;
 /// The exported interface's name, with the contract version a new module implements.
 pub const GUEST_INTERFACE: &str = "kubewasm:controller/guest@0.2.0";
 
+/// The imported cache interface of the current contract version.
+pub const CACHE_INTERFACE: &str = "kubewasm:controller/cache@0.2.0";
+
+/// The imported cache interface of contract 0.1.0.
+pub const CACHE_INTERFACE_0_1: &str = "kubewasm:controller/cache@0.1.0";
+
 /// The exported interface of contract 0.1.0, which the host still loads.
 pub const GUEST_INTERFACE_0_1: &str = "kubewasm:controller/guest@0.1.0";
 

@@ -17,7 +17,8 @@ use crate::wasm::bindings::types;
 use crate::wasm::env::{CallContext, GuestEnv};
 use crate::wasm::limits::truncate;
 use crate::wasm::module::Module;
-use crate::wasm::runtime::{CallState, Limits, Runtime, within_deadline};
+use crate::wasm::runtime::{Runtime, within_deadline};
+use crate::wasm::state::{CallState, Limits};
 
 /// Why a call into a guest did not return a result. These are guest failures: the host and
 /// every other guest carry on.

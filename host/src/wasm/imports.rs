@@ -1,5 +1,6 @@
 //! The host side of the contract's imports: every call is checked against what the guest
-//! declared, then handed to its [`Backend`](crate::wasm::backend::Backend) under the host-call timeout.
+//! declared, then handed to its [`Backend`] under the host-call timeout. Cache reads hand the
+//! guest the cache's own text (see [`link_cache`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,17 +10,20 @@ use kube::api::GroupVersionKind;
 use kube::core::GroupVersion;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use wasmtime::component::Linker;
 
 use crate::cluster::selector::LabelSelector;
 use crate::config::Verb;
 use crate::wasm::backend::{
     ApplyRequest, Backend, CALLER, CallError, DeleteRequest, EventRequest, PatchRequest,
 };
-use crate::wasm::bindings::kubewasm::controller::{cache, events, log, types, writes};
+use crate::wasm::bindings::kubewasm::controller::{events, log, types, writes};
+use crate::wasm::bindings::v0_1::types as old;
+use crate::wasm::bindings::{CACHE_INTERFACE, CACHE_INTERFACE_0_1};
 use crate::wasm::env::{CallContext, GuestEnv};
 use crate::wasm::limits::{Spend, check_size};
 use crate::wasm::permissions::resource_of;
-use crate::wasm::runtime::{CallState, Limits};
+use crate::wasm::state::{CallState, Limits};
 
 impl CallContext {
     /// Checks a read of `kind` in `namespace`: the kind must be declared and `verb` granted.
@@ -315,7 +319,7 @@ fn answer<T>(
     env: &GuestEnv,
     limits: &Limits,
     call: &str,
-) -> wasmtime::Result<Result<T, types::Error>> {
+) -> Result<T, types::Error> {
     match &result {
         Err(error @ CallError::Denied(_)) => {
             env.denied.fetch_add(1, Ordering::Relaxed);
@@ -328,7 +332,7 @@ fn answer<T>(
         Err(error) => tracing::debug!(guest = %env.name, call, %error, "host call failed"),
         Ok(_) => {}
     }
-    Ok(result.map_err(to_wit))
+    result.map_err(to_wit)
 }
 
 impl CallState {
@@ -364,32 +368,29 @@ impl CallState {
 
 impl types::Host for CallState {}
 
-impl cache::Host for CallState {
-    async fn get(
+impl CallState {
+    /// The `get` import: the object's text as the cache holds it.
+    fn get(
         &mut self,
         kind: types::Gvk,
         namespace: Option<String>,
         name: String,
-    ) -> wasmtime::Result<Result<Option<String>, types::Error>> {
+    ) -> Result<Option<Arc<str>>, types::Error> {
         let context = &self.context;
         let result = context
             .readable(kind, Verb::Get, namespace.as_deref())
-            .and_then(|kind| {
-                context
-                    .env
-                    .backend
-                    .get(&kind, namespace.as_deref(), &name)
-                    .map(|found| found.map(|json| json.to_string()))
-            });
+            .and_then(|kind| context.env.backend.get(&kind, namespace.as_deref(), &name));
         answer(result, &context.env, &self.limits, "get")
     }
 
-    async fn list(
+    /// The `list` import: the texts as the cache holds them, refused if they do not fit in the
+    /// guest's memory.
+    fn list(
         &mut self,
         kind: types::Gvk,
         namespace: Option<String>,
         label_selector: Option<String>,
-    ) -> wasmtime::Result<Result<Vec<String>, types::Error>> {
+    ) -> Result<Vec<Arc<str>>, types::Error> {
         let context = &self.context;
         let result = context
             .readable(kind, Verb::List, namespace.as_deref())
@@ -405,10 +406,39 @@ impl cache::Host for CallState {
                         .backend
                         .list(&kind, namespace.as_deref(), selector.as_ref())?;
                 fits_in_guest(&objects, self.limits.memory_bytes)?;
-                Ok(objects.iter().map(|json| json.to_string()).collect())
+                Ok(objects)
             });
         answer(result, &context.env, &self.limits, "list")
     }
+}
+
+/// Links the `cache` imports of every contract version the host loads. They are linked by hand
+/// rather than through the generated traits, whose strings are owned: an object's text goes
+/// from the cache straight into the guest's memory, and a call holds on the host, besides the
+/// cache, one pointer per object it returns.
+pub fn link_cache(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    type Get<G> = (G, Option<String>, String);
+    type List<G> = (G, Option<String>, Option<String>);
+    let mut current = linker.instance(CACHE_INTERFACE)?;
+    current.func_wrap("get", |mut store, (kind, ns, name): Get<types::Gvk>| {
+        Ok((store.data_mut().get(kind, ns, name),))
+    })?;
+    current.func_wrap(
+        "list",
+        |mut store, (kind, ns, selector): List<types::Gvk>| {
+            Ok((store.data_mut().list(kind, ns, selector),))
+        },
+    )?;
+    let mut earlier = linker.instance(CACHE_INTERFACE_0_1)?;
+    earlier.func_wrap("get", |mut store, (kind, ns, name): Get<old::Gvk>| {
+        let found = store.data_mut().get(kind.into(), ns, name);
+        Ok((found.map_err(old::Error::from),))
+    })?;
+    earlier.func_wrap("list", |mut store, (kind, ns, selector): List<old::Gvk>| {
+        let found = store.data_mut().list(kind.into(), ns, selector);
+        Ok((found.map_err(old::Error::from),))
+    })?;
+    Ok(())
 }
 
 impl writes::Host for CallState {
@@ -428,7 +458,7 @@ impl writes::Host for CallState {
             }
             Err(error) => Err(error),
         };
-        answer(result, &self.context.env, &self.limits, "apply")
+        Ok(answer(result, &self.context.env, &self.limits, "apply"))
     }
 
     async fn apply_status(
@@ -444,7 +474,12 @@ impl writes::Host for CallState {
             }
             Err(error) => Err(error),
         };
-        answer(result, &self.context.env, &self.limits, "apply-status")
+        Ok(answer(
+            result,
+            &self.context.env,
+            &self.limits,
+            "apply-status",
+        ))
     }
 
     async fn delete(
@@ -472,7 +507,7 @@ impl writes::Host for CallState {
                 }
                 Err(error) => Err(error),
             };
-        answer(result, &context.env, &self.limits, "delete")
+        Ok(answer(result, &context.env, &self.limits, "delete"))
     }
 
     async fn patch(
@@ -503,7 +538,7 @@ impl writes::Host for CallState {
                 .await
         }
         .await;
-        answer(result, &context.env, &self.limits, "patch")
+        Ok(answer(result, &context.env, &self.limits, "patch"))
     }
 }
 
@@ -530,7 +565,7 @@ impl events::Host for CallState {
                 .await
         }
         .await;
-        answer(result, &context.env, &self.limits, "record-event")
+        Ok(answer(result, &context.env, &self.limits, "record-event"))
     }
 }
 
@@ -595,8 +630,8 @@ mod tests {
     use crate::wasm::backend::Scope;
     use crate::wasm::declaration::Declared;
     use crate::wasm::fixture::FixtureBackend;
+    use crate::wasm::limits::Capture;
     use crate::wasm::permissions::Permissions;
-    use crate::wasm::runtime::Runtime;
 
     #[tokio::test]
     async fn a_host_call_finishes_when_the_guest_call_is_dropped() {
@@ -664,8 +699,8 @@ mod tests {
         GroupVersionKind::gvk("", "v1", "ConfigMap")
     }
 
-    /// A store for a reconcile of ConfigMap `caps/source` with 1 KiB caps on writes and logs.
-    fn store(runtime: &Runtime, backend: Arc<FixtureBackend>) -> wasmtime::Store<CallState> {
+    /// The state of a reconcile of ConfigMap `caps/source` with 1 KiB caps on writes and logs.
+    fn call(backend: Arc<FixtureBackend>) -> CallState {
         let declared = Declared {
             primary: config_map(),
             owns: Vec::new(),
@@ -693,7 +728,12 @@ mod tests {
             log_bytes: 1024,
             ..Limits::default()
         };
-        runtime.store(context, &limits)
+        let output = (
+            Capture::new(limits.log_bytes),
+            Capture::new(limits.log_bytes),
+        );
+        let wasi = wasmtime_wasi::WasiCtx::builder().build();
+        CallState::new(context, limits, wasi, Default::default(), output)
     }
 
     /// The message of an `invalid` error.
@@ -716,7 +756,6 @@ mod tests {
     #[tokio::test]
     async fn an_owned_apply_adopts_only_when_asked_and_never_from_another_controller_or_while_deleting()
      {
-        let runtime = Runtime::new().unwrap();
         let controller = |uid: &str| {
             serde_json::json!([{ "apiVersion": "v1", "kind": "ConfigMap", "name": uid,
                                  "uid": uid, "controller": true }])
@@ -736,8 +775,8 @@ mod tests {
             existing("ours", controller("uid")),
             leaving,
         ]));
-        let mut store = store(&runtime, backend.clone());
-        let state = store.data_mut();
+        let mut call = call(backend.clone());
+        let state = &mut call;
         let apply = async |state: &mut CallState, name: &str, adopt: bool| {
             let object = serde_json::json!({
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name },
@@ -771,9 +810,8 @@ mod tests {
         assert_eq!(backend.take_writes().len(), 3);
     }
 
-    #[tokio::test]
-    async fn a_list_larger_than_the_guests_memory_is_invalid() {
-        let runtime = Runtime::new().unwrap();
+    #[test]
+    fn a_list_larger_than_the_guests_memory_is_invalid() {
         let objects = (0..64)
             .map(|i| {
                 serde_json::json!({
@@ -784,16 +822,16 @@ mod tests {
             })
             .collect();
         let backend = Arc::new(FixtureBackend::new(objects));
-        let mut store = store(&runtime, backend);
-        let state = store.data_mut();
-        let list = async |state: &mut CallState| {
+        let mut call = call(backend);
+        let state = &mut call;
+        let list = |state: &mut CallState| {
             let kind = types::Gvk::from(config_map());
-            cache::Host::list(state, kind, Some(NAMESPACE.into()), None).await
+            state.list(kind, Some(NAMESPACE.into()), None)
         };
         state.limits.memory_bytes = 1 << 20;
-        assert_eq!(list(state).await.unwrap().unwrap().len(), 64);
+        assert_eq!(list(state).unwrap().len(), 64);
         state.limits.memory_bytes = 32 << 10;
-        let message = invalid(list(state).await.map(|r| r.map(|_| String::new())));
+        let message = invalid(Ok(list(state).map(|_| String::new())));
         assert!(
             message
                 .as_deref()
@@ -808,10 +846,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_write_over_the_cap_is_invalid_and_not_sent() {
-        let runtime = Runtime::new().unwrap();
         let backend = Arc::new(FixtureBackend::default());
-        let mut store = store(&runtime, backend.clone());
-        let state = store.data_mut();
+        let mut call = call(backend.clone());
+        let state = &mut call;
         let options = writes::ApplyOptions {
             owned: false,
             force: false,
@@ -852,10 +889,9 @@ mod tests {
 
     #[tokio::test]
     async fn log_lines_beyond_the_budget_are_dropped_after_one_note() {
-        let runtime = Runtime::new().unwrap();
         let backend = Arc::new(FixtureBackend::default());
-        let mut store = store(&runtime, backend.clone());
-        let state = store.data_mut();
+        let mut call = call(backend.clone());
+        let state = &mut call;
         for line in 0..50 {
             let message = format!("line {line:02} {}", "-".repeat(80));
             let fields = vec![("k".to_owned(), "v".to_owned())];

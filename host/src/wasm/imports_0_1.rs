@@ -1,12 +1,12 @@
 //! The imports of contract 0.1.0, served by the current ones with 0.1.0's rules: an owned
 //! apply adopts an existing object that nothing controls, and a status apply is always forced.
 
-use crate::wasm::bindings::kubewasm::controller::{cache, events, log, types, writes};
+use crate::wasm::bindings::kubewasm::controller::{events, log, types, writes};
 use crate::wasm::bindings::v0_1::kubewasm::controller::{
-    cache as old_cache, events as old_events, log as old_log, types as old, writes as old_writes,
+    events as old_events, log as old_log, types as old, writes as old_writes,
 };
 use crate::wasm::bindings::{same_cases, same_record};
-use crate::wasm::runtime::CallState;
+use crate::wasm::state::CallState;
 
 use events::{Event, EventType};
 use log::Level;
@@ -33,26 +33,6 @@ fn older<T>(answer: wasmtime::Result<Result<T, Error>>) -> wasmtime::Result<Resu
 }
 
 impl old::Host for CallState {}
-
-impl old_cache::Host for CallState {
-    async fn get(
-        &mut self,
-        kind: old::Gvk,
-        namespace: Option<String>,
-        name: String,
-    ) -> wasmtime::Result<Result<Option<String>, OldError>> {
-        older(cache::Host::get(self, kind.into(), namespace, name).await)
-    }
-
-    async fn list(
-        &mut self,
-        kind: old::Gvk,
-        namespace: Option<String>,
-        label_selector: Option<String>,
-    ) -> wasmtime::Result<Result<Vec<String>, OldError>> {
-        older(cache::Host::list(self, kind.into(), namespace, label_selector).await)
-    }
-}
 
 impl old_writes::Host for CallState {
     async fn apply(

@@ -2,7 +2,7 @@
 //! rate of its output into the host's log across calls, and the size of its results.
 //!
 //! Guarantees:
-//! - A write over [`Limits::write_bytes`](crate::wasm::runtime::Limits) is refused with an `invalid`
+//! - A write over [`Limits::write_bytes`](crate::wasm::state::Limits) is refused with an `invalid`
 //!   error before it is parsed; the guest carries on.
 //! - A guest never fails because it wrote too much: stdout and stderr keep the first
 //!   `log_bytes` of each call and drop the rest; `log` lines beyond `log_bytes` per call are

@@ -1,7 +1,7 @@
 //! The WebAssembly layer: everything that calls into a guest. The engine and its compile
 //! cache, the limits of a call, the contract's bindings, the model of what a guest declares,
 //! the guest's permissions and environment, the host side of its imports (for every contract
-//! version it loads), module loading and
+//! version it loads) and the state of one call, module loading and
 //! dispatch of one call into a fresh instance. It reaches the cluster only through a
 //! [`backend::Backend`], so the same guest runs against the cluster or against fixtures.
 
@@ -18,3 +18,4 @@ pub mod limits;
 pub mod module;
 pub mod permissions;
 pub mod runtime;
+pub mod state;

@@ -16,7 +16,8 @@ use crate::wasm::bindings::{GUEST_INTERFACE, GUEST_INTERFACE_0_1, GuestPre, type
 use crate::wasm::declaration::{self, Declared, Metadata};
 use crate::wasm::env::{CallContext, GuestEnv};
 use crate::wasm::permissions::Permissions;
-use crate::wasm::runtime::{CallState, Compiled, Limits, Runtime, within_deadline};
+use crate::wasm::runtime::{Compiled, Runtime, within_deadline};
+use crate::wasm::state::{CallState, Limits};
 
 /// Why a module could not be loaded. The previous version of a guest, if any, keeps running.
 #[derive(Debug, thiserror::Error)]

@@ -6,8 +6,7 @@
 //! the runtime stops the thread. Guests get WASI with no filesystem, network, environment,
 //! arguments or stdin, and at most [`MAX_RANDOM_BYTES`] of randomness per call to
 //! `get-random-bytes`; their stdout and stderr are captured up to the call's log cap (see
-//! [`crate::wasm::limits`]). A store's resource limiter records whether a memory could not grow, so
-//! that running out of memory is told apart from other traps. A deterministic runtime also stops
+//! [`crate::wasm::limits`]). Each store carries a [`CallState`]. A deterministic runtime also stops
 //! their wall clock and seeds their random sources, so that the same call on the same inputs
 //! behaves the same every time.
 
@@ -16,17 +15,19 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::component::{Component, Linker};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
-    StoreLimits, StoreLimitsBuilder, UpdateDeadline,
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits,
+    StoreLimitsBuilder, UpdateDeadline,
 };
-use wasmtime_wasi::{Deterministic, HostWallClock, WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{Deterministic, HostWallClock, WasiCtx};
 
-use crate::wasm::bindings::{Controller, GuestPre, v0_1};
+use crate::wasm::bindings::{GuestPre, kubewasm, v0_1};
 use crate::wasm::compile_cache::CompileCache;
 use crate::wasm::env::CallContext;
-use crate::wasm::limits::{Capture, Captured, LogBudget};
+use crate::wasm::imports;
+use crate::wasm::limits::Capture;
+use crate::wasm::state::{CallState, Limits};
 
 /// How often the epoch advances: the granularity of deadlines and of yielding to other tasks.
 pub const TICK: Duration = Duration::from_millis(5);
@@ -70,171 +71,24 @@ pub enum RuntimeError {
     Link(#[source] wasmtime::Error),
 }
 
-/// Limits applied to every call into a guest; see [`crate::config::Limits`] for what each
-/// means and its default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Wall-clock deadline of one call, including time spent in host imports and WASI waits.
-    pub timeout: Duration,
-    /// Maximum size of the guest's linear memories, in bytes.
-    pub memory_bytes: usize,
-    /// Deadline of one host import that talks to the API server.
-    pub host_call_timeout: Duration,
-    /// Largest JSON of one apply or patch.
-    pub write_bytes: usize,
-    /// Log output of one call: `log` lines, and stdout and stderr each.
-    pub log_bytes: usize,
-    /// Longest error message of a reconcile or finalize.
-    pub error_bytes: usize,
-    /// Most keys one `map-keys` call may return.
-    pub map_keys: usize,
-    /// Guest output lines per second forwarded to the host's log.
-    pub log_lines_per_second: u32,
+/// Links the imports of every contract version the host loads: the generated ones, and the
+/// cache linked by hand (see [`imports::link_cache`]).
+fn link_contracts(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    use wasmtime::component::HasSelf;
+    kubewasm::controller::types::add_to_linker::<_, HasSelf<_>>(linker, this)?;
+    kubewasm::controller::writes::add_to_linker::<_, HasSelf<_>>(linker, this)?;
+    kubewasm::controller::events::add_to_linker::<_, HasSelf<_>>(linker, this)?;
+    kubewasm::controller::log::add_to_linker::<_, HasSelf<_>>(linker, this)?;
+    v0_1::kubewasm::controller::types::add_to_linker::<_, HasSelf<_>>(linker, this)?;
+    v0_1::kubewasm::controller::writes::add_to_linker::<_, HasSelf<_>>(linker, this)?;
+    v0_1::kubewasm::controller::events::add_to_linker::<_, HasSelf<_>>(linker, this)?;
+    v0_1::kubewasm::controller::log::add_to_linker::<_, HasSelf<_>>(linker, this)?;
+    imports::link_cache(linker)
 }
 
-impl From<crate::config::Limits> for Limits {
-    /// The limits of a module's configuration; a size beyond the address space is capped to it.
-    fn from(limits: crate::config::Limits) -> Self {
-        let size = |bytes: u64| usize::try_from(bytes).unwrap_or(usize::MAX);
-        Self {
-            timeout: limits.timeout,
-            memory_bytes: size(limits.memory_bytes),
-            host_call_timeout: limits.host_call_timeout,
-            write_bytes: size(limits.write_bytes),
-            log_bytes: size(limits.log_bytes),
-            error_bytes: size(limits.error_bytes),
-            map_keys: size(limits.map_keys.into()),
-            log_lines_per_second: limits.log_lines_per_second,
-        }
-    }
-}
-
-impl Default for Limits {
-    /// The configuration's defaults.
-    fn default() -> Self {
-        crate::config::Limits::default().into()
-    }
-}
-
-/// What a store carries for one call: WASI state, limits and the guest's view of the host.
-pub struct CallState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    limiter: Limiter,
-    /// The guest's context: its cache, its writer, its permissions and the request's scope.
-    pub context: CallContext,
-    /// The limits of this call.
-    pub limits: Limits,
-    /// What the `log` import may still write in this call.
-    pub log_budget: LogBudget,
-    stdout: Capture,
-    stderr: Capture,
-}
-
-impl CallState {
-    fn new(
-        context: CallContext,
-        limits: Limits,
-        wasi: WasiCtx,
-        memory: StoreLimits,
-        (stdout, stderr): (Capture, Capture),
-    ) -> Self {
-        Self {
-            wasi,
-            table: ResourceTable::new(),
-            limiter: Limiter {
-                limits: memory,
-                memory_exhausted: false,
-                memory_bytes: 0,
-            },
-            context,
-            limits,
-            log_budget: LogBudget::new(limits.log_bytes),
-            stdout,
-            stderr,
-        }
-    }
-
-    /// What the guest wrote to stdout and stderr, each cut at the call's `log_bytes`.
-    pub fn output(&self) -> (Captured, Captured) {
-        (self.stdout.contents(), self.stderr.contents())
-    }
-
-    /// Whether the guest asked for more memory than its limit allows, or a memory could not
-    /// grow for another reason, during this call.
-    pub fn memory_exhausted(&self) -> bool {
-        self.limiter.memory_exhausted
-    }
-
-    /// Bytes of linear memory the store's instances hold: every memory's initial size plus
-    /// every growth granted so far. Memories never shrink, so this is also the peak.
-    pub fn memory_bytes(&self) -> usize {
-        self.limiter.memory_bytes
-    }
-}
-
-/// A store's resource limiter: [`StoreLimits`], remembering whether a memory could not grow.
-struct Limiter {
-    limits: StoreLimits,
-    memory_exhausted: bool,
-    memory_bytes: usize,
-}
-
-impl ResourceLimiter for Limiter {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        let grow = self.limits.memory_growing(current, desired, maximum);
-        if matches!(grow, Ok(true)) {
-            // Creating a memory asks for its initial size with `current` 0.
-            self.memory_bytes += desired.saturating_sub(current);
-        } else {
-            self.memory_exhausted = true;
-        }
-        grow
-    }
-
-    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
-        self.memory_exhausted = true;
-        self.limits.memory_grow_failed(error)
-    }
-
-    fn table_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        self.limits.table_growing(current, desired, maximum)
-    }
-
-    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
-        self.limits.table_grow_failed(error)
-    }
-
-    fn instances(&self) -> usize {
-        self.limits.instances()
-    }
-
-    fn tables(&self) -> usize {
-        self.limits.tables()
-    }
-
-    fn memories(&self) -> usize {
-        self.limits.memories()
-    }
-}
-
-impl WasiView for CallState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
+/// The host state of an import: the call's own.
+fn this(state: &mut CallState) -> &mut CallState {
+    state
 }
 
 /// The engine and linker shared by every module.
@@ -302,13 +156,7 @@ impl Runtime {
         };
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(RuntimeError::Link)?;
-        Controller::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |state| state)
-            .map_err(RuntimeError::Link)?;
-        v0_1::Controller::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
-            &mut linker,
-            |state| state,
-        )
-        .map_err(RuntimeError::Link)?;
+        link_contracts(&mut linker).map_err(RuntimeError::Link)?;
         if epochs {
             spawn_ticker(&engine);
         }

@@ -40,7 +40,8 @@ use kubewasm::wasm::backend::Backend;
 use kubewasm::wasm::declaration::Metadata;
 use kubewasm::wasm::dispatch::Entry;
 use kubewasm::wasm::module::{self, Module};
-use kubewasm::wasm::runtime::{Limits, Runtime};
+use kubewasm::wasm::runtime::Runtime;
+use kubewasm::wasm::state::Limits;
 use serde_json::Value;
 
 pub use kubewasm::cmd::render::Rendered;

@@ -1,7 +1,9 @@
 //! Test fixture: a guest of contract 0.1.0, which the host still loads with that version's
 //! rules. It reconciles PodSets labelled `kubewasm.dev/fixture=earlier`: each reconcile applies,
 //! owned, a ConfigMap of the PodSet's name (0.1.0 adopts an existing one), then stamps the
-//! PodSet's status with a `Heartbeat` condition (0.1.0 forces status applies).
+//! PodSet's status with a `Heartbeat` condition (0.1.0 forces status applies). The ConfigMap's
+//! `data.read` holds what 0.1.0's cache reads found: the PodSet's uid by `get`, and how many
+//! PodSets of the fixture `list` found in its namespace.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -10,6 +12,7 @@ use serde_json::{Value, json};
 wit_bindgen::generate!({ path: "../../../wit/0.1.0", world: "controller" });
 
 use exports::kubewasm::controller::guest::Guest;
+use kubewasm::controller::cache;
 use kubewasm::controller::types::{
     ControllerMetadata, Gvk, ObjectKey, Outcome, ReconcileError, Request, Selection,
 };
@@ -54,9 +57,24 @@ impl Guest for Earlier {
             return Ok(Outcome::Done);
         }
         let name = request.key.name;
+        let podset = Gvk {
+            group: "kubewasm.dev".into(),
+            version: "v1alpha1".into(),
+            kind: "PodSet".into(),
+        };
+        let namespace = request.key.namespace.as_deref();
+        let read = |e| ReconcileError::Transient(format!("cache: {e:?}"));
+        let got = cache::get(&podset, namespace, &name).map_err(read)?;
+        let uid = got
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|object| object["metadata"]["uid"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let listed = cache::list(&podset, namespace, Some("kubewasm.dev/fixture=earlier"))
+            .map_err(read)?
+            .len();
         apply(
             json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name },
-                    "data": { "from": "earlier" } }),
+                    "data": { "from": "earlier", "read": format!("{uid} {listed}") } }),
             true,
         )?;
         let now = SystemTime::now()
