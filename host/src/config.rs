@@ -273,9 +273,10 @@ pub struct ModuleConfig {
 /// A rule of `cache.drop`: fields removed from every object of the matching kinds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DropRule {
-    /// API groups it applies to (`""` is the core group); empty means every group.
+    /// API groups it applies to (`""` is the core group, `*` any group); empty means every
+    /// group.
     pub api_groups: Vec<String>,
-    /// Kinds it applies to, such as `Deployment`; empty means every kind.
+    /// Kinds it applies to, such as `Deployment` (`*` any kind); empty means every kind.
     pub kinds: Vec<String>,
     /// The fields dropped; non-empty.
     pub fields: Vec<FieldPath>,
@@ -284,8 +285,10 @@ pub struct DropRule {
 impl DropRule {
     /// Whether it applies to objects of `kind`.
     pub fn matches(&self, kind: &GroupVersionKind) -> bool {
-        (self.api_groups.is_empty() || self.api_groups.contains(&kind.group))
-            && (self.kinds.is_empty() || self.kinds.contains(&kind.kind))
+        let any = |names: &[String], name: &str| {
+            names.is_empty() || names.iter().any(|n| n == "*" || n == name)
+        };
+        any(&self.api_groups, &kind.group) && any(&self.kinds, &kind.kind)
     }
 
     /// What the rules among `drops` that match `kind` drop from its objects.
@@ -754,7 +757,10 @@ fn validate_drop(raw: RawDrop, at: &str) -> Result<DropRule, ConfigError> {
         ));
     }
     if let Some(i) = raw.kinds.iter().position(String::is_empty) {
-        return Err(invalid(format!("{at}.kinds[{i}]"), "a kind is not empty"));
+        return Err(invalid(
+            format!("{at}.kinds[{i}]"),
+            "a kind must not be empty",
+        ));
     }
     let fields = raw
         .fields
@@ -1089,6 +1095,9 @@ modules:
         - apiGroups: [apps]
           kinds: [Deployment, StatefulSet]
           fields: [/status, /spec/template/metadata/annotations]
+        - apiGroups: ["*"]
+          kinds: [Secret]
+          fields: [/data/ca.crt]
   - path: /opt/modules/other.wasm
     limits:
       memoryBytes: 128Mi
@@ -1199,6 +1208,11 @@ queue:
                             "/status".parse().unwrap(),
                             "/spec/template/metadata/annotations".parse().unwrap()
                         ],
+                    },
+                    DropRule {
+                        api_groups: vec!["*".into()],
+                        kinds: vec!["Secret".into()],
+                        fields: vec!["/data/ca.crt".parse().unwrap()],
                     },
                 ],
             }
@@ -1563,7 +1577,7 @@ queue:
             (
                 "modules: [{path: a.wasm, cache: {drop: [{kinds: [\"\"], fields: [/status]}]}}]",
                 "modules[0].cache.drop[0].kinds[0]",
-                "a kind is not empty",
+                "a kind must not be empty",
             ),
         ];
         for &(text, field, message) in cases {
@@ -1696,6 +1710,10 @@ queue:
         assert_eq!(
             dropped(&kind("apps", "Deployment")),
             format!("{last_applied}, /spec/template/metadata/annotations, /status")
+        );
+        assert_eq!(
+            dropped(&kind("", "Secret")),
+            format!("/data/ca.crt, {last_applied}")
         );
         assert!(
             DropRule::transform(&config.modules[1].drops, &kind("apps", "Deployment")).is_empty()

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -322,6 +322,27 @@ async fn a_status_apply_takes_over_another_managers_fields_only_when_forced() ->
         Ok(())
     })
     .await
+}
+
+#[test]
+fn the_cache_imports_of_both_contract_versions_link() -> Result<()> {
+    for (guest, contract) in [("echo", "0.2.0"), ("earlier", "0.1.0")] {
+        let output = std::process::Command::new(kubewasm_tests::host_binary())
+            .arg("check")
+            .arg(guest_wasm(guest))
+            .output()?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        ensure!(
+            output.status.success(),
+            "{guest}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        ensure!(
+            stdout.contains(&format!("kubewasm:controller/guest@{contract}")),
+            "{guest}: {stdout}"
+        );
+    }
+    Ok(())
 }
 
 #[tokio::test]

@@ -2,9 +2,10 @@
 //! controller-runtime's cache transforms do, so that a guest that never reads them does not hold
 //! them in memory.
 //!
-//! A transform never touches what the host itself reads: `apiVersion`, `kind` and `metadata`
-//! other than annotations stay whole. Informers are keyed by their transform as well as their
-//! selection, so guests that drop different fields never share a cache.
+//! A transform never touches what the host indexes: `apiVersion`, `kind` and `metadata` other
+//! than annotations stay whole. Dropped annotations are also gone for the host's
+//! annotation-change trigger, as for the guest. Informers are keyed by their transform as well
+//! as their selection, so guests that drop different fields never share a cache.
 
 use std::fmt;
 use std::str::FromStr;
@@ -21,30 +22,34 @@ pub struct FieldPath(Vec<String>);
 impl FromStr for FieldPath {
     type Err = String;
 
-    /// Parses a pointer; refuses the whole object, `apiVersion`, `kind`, and any metadata but
-    /// the annotations or one annotation.
+    /// Parses a pointer; refuses the whole object, anything under `apiVersion` or `kind`, any
+    /// metadata but the annotations or one annotation, empty segments, and commas (which no
+    /// field name or annotation key has, and which separate the fields of a [`Transform`] as
+    /// printed).
     fn from_str(text: &str) -> Result<Self, String> {
         let Some(rest) = text.strip_prefix('/') else {
             return Err(format!(
                 "{text:?} is not a JSON pointer: it must start with /"
             ));
         };
+        if rest.is_empty() {
+            return Err(format!("{text:?} names the whole object"));
+        }
         let segments = rest
             .split('/')
-            .map(|segment| {
-                unescape(segment)
-                    .ok_or_else(|| format!("{text:?}: {segment:?} has a ~ not followed by 0 or 1"))
+            .map(|segment| match unescape(segment) {
+                None => Err(format!(
+                    "{text:?}: {segment:?} has a ~ not followed by 0 or 1"
+                )),
+                Some(s) if s.is_empty() => Err(format!("{text:?} has an empty segment")),
+                Some(s) if s.contains(',') => Err(format!("{text:?} has a comma")),
+                Some(s) => Ok(s),
             })
             .collect::<Result<Vec<String>, String>>()?;
         let kept = "the host reads it: only /metadata/annotations and its members may be dropped";
         match segments.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-            [""] => Err(format!("{text:?} names the whole object")),
-            ["apiVersion" | "kind"] => Err(format!("{text:?}: {kept}")),
             ["metadata", "annotations"] | ["metadata", "annotations", _] => Ok(Self(segments)),
-            ["metadata", ..] => Err(format!("{text:?}: {kept}")),
-            _ if segments.iter().any(String::is_empty) => {
-                Err(format!("{text:?} has an empty segment"))
-            }
+            ["apiVersion" | "kind" | "metadata", ..] => Err(format!("{text:?}: {kept}")),
             _ => Ok(Self(segments)),
         }
     }
@@ -206,6 +211,10 @@ mod tests {
             "/metadata/labels",
             "/metadata/ownerReferences",
             "/metadata/annotations/a/b",
+            "/metadata/annotations/",
+            "/kind/x",
+            "/status/",
+            "/data/a,b",
             "/spec//replicas",
             "/spec/a~2b",
         ] {

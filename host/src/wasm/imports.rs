@@ -1,6 +1,7 @@
 //! The host side of the contract's imports: every call is checked against what the guest
-//! declared, then handed to its [`Backend`] under the host-call timeout. Cache reads hand the
-//! guest the cache's own text (see [`link_cache`]).
+//! declared, then handed to its [`Backend`]; a call that reaches the API server runs under the
+//! host-call timeout. Cache reads never wait: they hand the guest the cache's own text (see
+//! [`link_cache`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -279,8 +280,7 @@ impl CallContext {
 }
 
 /// Refuses a list the guest could not hold in `memory_bytes` (its text and, per object, a
-/// pointer and a length), before the host copies it: a list's copy on the host is bounded by
-/// the guest's memory limit.
+/// pointer and a length) before any of it is copied into the guest.
 fn fits_in_guest(objects: &[Arc<str>], memory_bytes: usize) -> Result<(), CallError> {
     let size: usize = objects.iter().map(|json| json.len() + 8).sum();
     if size <= memory_bytes {

@@ -62,7 +62,7 @@ pub struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
     /// The store's resource limiter.
-    pub limiter: Limiter,
+    pub(crate) limiter: Limiter,
     /// The guest's context: its cache, its writer, its permissions and the request's scope.
     pub context: CallContext,
     /// The limits of this call.
@@ -76,7 +76,7 @@ pub struct CallState {
 impl CallState {
     /// The state of a call in `context` under `limits`, with `wasi`, the store's `memory`
     /// limits, and the captures of its stdout and stderr.
-    pub fn new(
+    pub(crate) fn new(
         context: CallContext,
         limits: Limits,
         wasi: WasiCtx,
@@ -118,7 +118,7 @@ impl CallState {
 }
 
 /// A store's resource limiter: [`StoreLimits`], remembering whether a memory could not grow.
-pub struct Limiter {
+pub(crate) struct Limiter {
     limits: StoreLimits,
     memory_exhausted: bool,
     memory_bytes: usize,
