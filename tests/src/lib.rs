@@ -748,13 +748,31 @@ pub async fn with_started_host(
     host: HostProcess,
     exercise: impl AsyncFnOnce(&HostProcess) -> Result<()>,
 ) -> Result<()> {
-    let result = exercise(&host).await;
+    let result = tokio::select! {
+        result = exercise(&host) => result,
+        () = exited(host.child.id()) => Err(anyhow::anyhow!("the host exited during the test")),
+    };
     if result.is_err() {
         eprintln!("host log:\n{}", host.log());
     }
     result?;
     anyhow::ensure!(host.stop()?, "the host exits cleanly on SIGTERM");
     Ok(())
+}
+
+/// Resolves once the process `pid`, an unreaped child of this one, has exited: it is then a
+/// zombie (or gone, once something reaped it).
+async fn exited(pid: u32) {
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next());
+        if matches!(state, None | Some('Z' | 'X')) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 impl Drop for HostProcess {

@@ -329,6 +329,22 @@ fn broken_modules(dir: &Path) -> Result<Vec<(PathBuf, &'static str)>> {
 }
 
 #[tokio::test]
+async fn a_host_that_exits_fails_the_test_running_it_at_once() -> Result<()> {
+    // Refused at start: the host exits before it reaches the cluster.
+    let config = "modules:\n  - path: missing.wasm\n    maxConcurrency: 0\n";
+    let result = with_host("exits", config, async |_| {
+        eventually("what never happens", WAIT, || async { Ok(None::<()>) }).await
+    })
+    .await;
+    let error = result.err().context("the test ran to its end")?;
+    ensure!(
+        error.to_string() == "the host exited during the test",
+        "{error:#}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_module_that_is_not_a_controller_component_stops_the_host_at_startup() -> Result<()> {
     let ns = control_plane().namespace("broken").await?;
     let dir = tempfile::Builder::new()
