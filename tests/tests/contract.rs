@@ -180,7 +180,7 @@ async fn a_guest_reconciling_on_generation_is_not_woken_by_its_own_status_writes
     let (host, metrics) = start(ns.name(), &[])?;
     with_started_host(host, async |_| {
         create(&podsets, "quiet", json!({})).await?;
-        let first = heartbeat_where(&podsets, "quiet", "a first heartbeat", |_| true).await?;
+        heartbeat_where(&podsets, "quiet", "a first heartbeat", |_| true).await?;
         // Settled: the reconciles of the creation and of the owned ConfigMap's creation.
         let settled = eventually("the reconciles to settle", WAIT, || async {
             let before = reconciles(&metrics, "success").await?;
@@ -197,7 +197,9 @@ async fn a_guest_reconciling_on_generation_is_not_woken_by_its_own_status_writes
             after - settled
         );
 
-        // A spec change bumps the generation: reconciled.
+        // A spec change bumps the generation: reconciled. The heartbeat to tell it by is the
+        // last one before it, not the first: the owned ConfigMap's creation wrote another.
+        let settled_heartbeat = heartbeat(&podsets, "quiet").await?.context("a heartbeat")?;
         let patch = json!({ "spec": { "replicas": 1 } });
         podsets
             .patch("quiet", &PatchParams::default(), &Patch::Merge(&patch))
@@ -206,7 +208,7 @@ async fn a_guest_reconciling_on_generation_is_not_woken_by_its_own_status_writes
             &podsets,
             "quiet",
             "a heartbeat after the spec change",
-            |c| c["message"] != first["message"],
+            |c| c["message"] != settled_heartbeat["message"],
         )
         .await?;
         let data = config_maps.get("quiet").await?.data.unwrap_or_default();
