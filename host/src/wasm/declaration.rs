@@ -89,9 +89,16 @@ pub struct Declared {
 }
 
 impl Declared {
+    /// Every kind it declared, which it reads: the primary, the owned, then the watched kinds.
+    pub fn kinds(&self) -> impl Iterator<Item = &GroupVersionKind> {
+        std::iter::once(&self.primary)
+            .chain(&self.owns)
+            .chain(&self.watches)
+    }
+
     /// Whether the guest may read objects of `kind`: any kind it declared.
     pub fn can_read(&self, kind: &GroupVersionKind) -> bool {
-        self.can_write(kind) || self.watches.contains(kind)
+        self.kinds().any(|k| k == kind)
     }
 
     /// Whether the guest may write objects of `kind`: its primary or an owned kind.

@@ -18,9 +18,8 @@ use crate::config::Verb;
 use crate::wasm::backend::{
     ApplyRequest, Backend, CALLER, CallError, DeleteRequest, EventRequest, PatchRequest,
 };
+use crate::wasm::bindings::CACHE_INTERFACE;
 use crate::wasm::bindings::kubewasm::controller::{events, log, types, writes};
-use crate::wasm::bindings::v0_1::types as old;
-use crate::wasm::bindings::{CACHE_INTERFACE, CACHE_INTERFACE_0_1};
 use crate::wasm::env::{CallContext, GuestEnv};
 use crate::wasm::limits::{Spend, check_size};
 use crate::wasm::permissions::resource_of;
@@ -319,7 +318,7 @@ fn answer<T>(
     env: &GuestEnv,
     limits: &Limits,
     call: &str,
-) -> Result<T, types::Error> {
+) -> wasmtime::Result<Result<T, types::Error>> {
     match &result {
         Err(error @ CallError::Denied(_)) => {
             env.denied.fetch_add(1, Ordering::Relaxed);
@@ -332,7 +331,7 @@ fn answer<T>(
         Err(error) => tracing::debug!(guest = %env.name, call, %error, "host call failed"),
         Ok(_) => {}
     }
-    result.map_err(to_wit)
+    Ok(result.map_err(to_wit))
 }
 
 impl CallState {
@@ -370,12 +369,12 @@ impl types::Host for CallState {}
 
 impl CallState {
     /// The `get` import: the object's text as the cache holds it.
-    fn get(
+    pub(crate) fn get(
         &mut self,
         kind: types::Gvk,
         namespace: Option<String>,
         name: String,
-    ) -> Result<Option<Arc<str>>, types::Error> {
+    ) -> wasmtime::Result<Result<Option<Arc<str>>, types::Error>> {
         let context = &self.context;
         let result = context
             .readable(kind, Verb::Get, namespace.as_deref())
@@ -385,12 +384,12 @@ impl CallState {
 
     /// The `list` import: the texts as the cache holds them, refused if they do not fit in the
     /// guest's memory.
-    fn list(
+    pub(crate) fn list(
         &mut self,
         kind: types::Gvk,
         namespace: Option<String>,
         label_selector: Option<String>,
-    ) -> Result<Vec<Arc<str>>, types::Error> {
+    ) -> wasmtime::Result<Result<Vec<Arc<str>>, types::Error>> {
         let context = &self.context;
         let result = context
             .readable(kind, Verb::List, namespace.as_deref())
@@ -412,32 +411,25 @@ impl CallState {
     }
 }
 
-/// Links the `cache` imports of every contract version the host loads. They are linked by hand
-/// rather than through the generated traits, whose strings are owned: an object's text goes
-/// from the cache straight into the guest's memory, and a call holds on the host, besides the
-/// cache, one pointer per object it returns.
+/// Links the `cache` imports of the current contract version (see
+/// [`imports_0_1::link_cache`](crate::wasm::imports_0_1::link_cache) for 0.1.0's). They are
+/// linked by hand rather than through the generated trait, whose strings are owned: an object's
+/// text goes from the cache straight into the guest's memory, and a call holds on the host,
+/// besides the cache, one pointer per object it returns.
 pub fn link_cache(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    type Get<G> = (G, Option<String>, String);
-    type List<G> = (G, Option<String>, Option<String>);
-    let mut current = linker.instance(CACHE_INTERFACE)?;
-    current.func_wrap("get", |mut store, (kind, ns, name): Get<types::Gvk>| {
-        Ok((store.data_mut().get(kind, ns, name),))
-    })?;
-    current.func_wrap(
-        "list",
-        |mut store, (kind, ns, selector): List<types::Gvk>| {
-            Ok((store.data_mut().list(kind, ns, selector),))
+    let mut cache = linker.instance(CACHE_INTERFACE)?;
+    cache.func_wrap(
+        "get",
+        |mut store, (kind, ns, name): (types::Gvk, Option<String>, String)| {
+            Ok((store.data_mut().get(kind, ns, name)?,))
         },
     )?;
-    let mut earlier = linker.instance(CACHE_INTERFACE_0_1)?;
-    earlier.func_wrap("get", |mut store, (kind, ns, name): Get<old::Gvk>| {
-        let found = store.data_mut().get(kind.into(), ns, name);
-        Ok((found.map_err(old::Error::from),))
-    })?;
-    earlier.func_wrap("list", |mut store, (kind, ns, selector): List<old::Gvk>| {
-        let found = store.data_mut().list(kind.into(), ns, selector);
-        Ok((found.map_err(old::Error::from),))
-    })?;
+    cache.func_wrap(
+        "list",
+        |mut store, (kind, ns, selector): (types::Gvk, Option<String>, Option<String>)| {
+            Ok((store.data_mut().list(kind, ns, selector)?,))
+        },
+    )?;
     Ok(())
 }
 
@@ -458,7 +450,7 @@ impl writes::Host for CallState {
             }
             Err(error) => Err(error),
         };
-        Ok(answer(result, &self.context.env, &self.limits, "apply"))
+        answer(result, &self.context.env, &self.limits, "apply")
     }
 
     async fn apply_status(
@@ -474,12 +466,7 @@ impl writes::Host for CallState {
             }
             Err(error) => Err(error),
         };
-        Ok(answer(
-            result,
-            &self.context.env,
-            &self.limits,
-            "apply-status",
-        ))
+        answer(result, &self.context.env, &self.limits, "apply-status")
     }
 
     async fn delete(
@@ -507,7 +494,7 @@ impl writes::Host for CallState {
                 }
                 Err(error) => Err(error),
             };
-        Ok(answer(result, &context.env, &self.limits, "delete"))
+        answer(result, &context.env, &self.limits, "delete")
     }
 
     async fn patch(
@@ -538,7 +525,7 @@ impl writes::Host for CallState {
                 .await
         }
         .await;
-        Ok(answer(result, &context.env, &self.limits, "patch"))
+        answer(result, &context.env, &self.limits, "patch")
     }
 }
 
@@ -565,7 +552,7 @@ impl events::Host for CallState {
                 .await
         }
         .await;
-        Ok(answer(result, &context.env, &self.limits, "record-event"))
+        answer(result, &context.env, &self.limits, "record-event")
     }
 }
 
@@ -829,9 +816,9 @@ mod tests {
             state.list(kind, Some(NAMESPACE.into()), None)
         };
         state.limits.memory_bytes = 1 << 20;
-        assert_eq!(list(state).unwrap().len(), 64);
+        assert_eq!(list(state).unwrap().unwrap().len(), 64);
         state.limits.memory_bytes = 32 << 10;
-        let message = invalid(Ok(list(state).map(|_| String::new())));
+        let message = invalid(list(state).map(|r| r.map(|_| String::new())));
         assert!(
             message
                 .as_deref()

@@ -5,8 +5,9 @@ use crate::wasm::bindings::kubewasm::controller::{events, log, types, writes};
 use crate::wasm::bindings::v0_1::kubewasm::controller::{
     events as old_events, log as old_log, types as old, writes as old_writes,
 };
-use crate::wasm::bindings::{same_cases, same_record};
+use crate::wasm::bindings::{CACHE_INTERFACE_0_1, same_cases, same_record};
 use crate::wasm::state::CallState;
+use wasmtime::component::Linker;
 
 use events::{Event, EventType};
 use log::Level;
@@ -33,6 +34,25 @@ fn older<T>(answer: wasmtime::Result<Result<T, Error>>) -> wasmtime::Result<Resu
 }
 
 impl old::Host for CallState {}
+
+/// Links the `cache` imports of contract 0.1.0, served by the current ones as
+/// [`imports::link_cache`](crate::wasm::imports::link_cache) serves them.
+pub fn link_cache(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    let mut cache = linker.instance(CACHE_INTERFACE_0_1)?;
+    cache.func_wrap(
+        "get",
+        |mut store, (kind, ns, name): (old::Gvk, Option<String>, String)| {
+            Ok((older(store.data_mut().get(kind.into(), ns, name))?,))
+        },
+    )?;
+    cache.func_wrap(
+        "list",
+        |mut store, (kind, ns, selector): (old::Gvk, Option<String>, Option<String>)| {
+            Ok((older(store.data_mut().list(kind.into(), ns, selector))?,))
+        },
+    )?;
+    Ok(())
+}
 
 impl old_writes::Host for CallState {
     async fn apply(

@@ -25,9 +25,9 @@ use wasmtime_wasi::{Deterministic, HostWallClock, WasiCtx};
 use crate::wasm::bindings::{GuestPre, kubewasm, v0_1};
 use crate::wasm::compile_cache::CompileCache;
 use crate::wasm::env::CallContext;
-use crate::wasm::imports;
 use crate::wasm::limits::Capture;
 use crate::wasm::state::{CallState, Limits};
+use crate::wasm::{imports, imports_0_1};
 
 /// How often the epoch advances: the granularity of deadlines and of yielding to other tasks.
 pub const TICK: Duration = Duration::from_millis(5);
@@ -72,7 +72,7 @@ pub enum RuntimeError {
 }
 
 /// Links the imports of every contract version the host loads: the generated ones, and the
-/// cache linked by hand (see [`imports::link_cache`]).
+/// caches linked by hand (see [`imports::link_cache`]).
 fn link_contracts(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     use wasmtime::component::HasSelf;
     kubewasm::controller::types::add_to_linker::<_, HasSelf<_>>(linker, this)?;
@@ -83,7 +83,8 @@ fn link_contracts(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     v0_1::kubewasm::controller::writes::add_to_linker::<_, HasSelf<_>>(linker, this)?;
     v0_1::kubewasm::controller::events::add_to_linker::<_, HasSelf<_>>(linker, this)?;
     v0_1::kubewasm::controller::log::add_to_linker::<_, HasSelf<_>>(linker, this)?;
-    imports::link_cache(linker)
+    imports::link_cache(linker)?;
+    imports_0_1::link_cache(linker)
 }
 
 /// The host state of an import: the call's own.
