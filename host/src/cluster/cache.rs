@@ -170,8 +170,11 @@ impl CachedObject {
     }
 
     /// This object with the fields `transform` drops removed; what the host applied stays
-    /// recorded.
+    /// recorded. A copy sharing the JSON when `transform` drops nothing.
     pub fn transformed(&self, transform: &Transform) -> Self {
+        if transform.is_empty() {
+            return self.clone();
+        }
         let mut object: DynamicObject =
             serde_json::from_str(&self.json).expect("the cached JSON is an object");
         transform.apply(&mut object);

@@ -93,11 +93,7 @@ impl Informer {
     /// [`Store::record_write`] for when the object is not recorded.
     pub fn record_write(&self, object: &CachedObject) {
         if self.selection.selects(object) {
-            let object = if self.transform.is_empty() {
-                object.clone()
-            } else {
-                object.transformed(&self.transform)
-            };
+            let object = object.transformed(&self.transform);
             self.emit(|store| store.record_write(object).into_iter().collect());
         }
     }

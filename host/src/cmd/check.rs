@@ -169,10 +169,7 @@ pub async fn check(path: &Path, config: Option<&Path>) -> Result<Report, CheckEr
     });
     let mut drops: Vec<(GroupVersionKind, Transform)> = Vec::new();
     if let Some(entry) = &entry {
-        let read = std::iter::once(&metadata.primary.kind)
-            .chain(&metadata.owns)
-            .chain(metadata.watches.iter().map(|w| &w.selection.kind));
-        for kind in read {
+        for kind in metadata.declared().kinds() {
             let transform = DropRule::transform(&entry.module.drops, kind);
             if !transform.is_empty() && !drops.iter().any(|(k, _)| k == kind) {
                 drops.push((kind.clone(), transform));
