@@ -1,7 +1,7 @@
 //! The informer cache: the objects of one watch, each kept once as the JSON text guests read,
-//! with the few metadata fields the host indexes and compares packed beside it.
+//! with where in that text the metadata the host indexes is, and the few values it compares.
 
-use std::borrow::Borrow;
+use std::borrow::{Borrow, Cow};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
@@ -10,7 +10,9 @@ use std::sync::{Arc, LazyLock, RwLock};
 
 use kube::api::{DynamicObject, GroupVersionKind};
 use kube::core::GroupVersion;
+use serde::Deserialize;
 
+use crate::cluster::managed::IntentDigest;
 use crate::cluster::selector::{LabelSelector, Labels};
 use crate::cluster::transform::Transform;
 
@@ -34,65 +36,121 @@ pub struct Owner<'a> {
 pub const FIELD_MANAGER_PREFIX: &str = "kubewasm-";
 
 /// The fields one of the host's field managers set with its last server-side apply of an
-/// object or of one of its subresources, from the object's `managedFields`.
+/// object or of one of its subresources.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Applied {
     /// The field manager.
     pub manager: Box<str>,
     /// The subresource applied to, such as `status`; `None` for the object itself.
     pub subresource: Option<Box<str>>,
-    /// The fields, as the JSON text of `fieldsV1` (see [`crate::cluster::managed`]).
-    pub fields: Box<str>,
+    /// The fields.
+    pub fields: AppliedFields,
 }
 
-impl Applied {
-    /// The fields as a JSON tree.
-    pub fn fields(&self) -> serde_json::Value {
-        serde_json::from_str(&self.fields).expect("the cache holds valid JSON")
-    }
+/// How the host knows the fields of an [`Applied`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum AppliedFields {
+    /// As the API server recorded them in the object's `managedFields`: the JSON text of
+    /// `fieldsV1` (see [`crate::cluster::managed`]).
+    Recorded(Box<str>),
+    /// As the digest ([`crate::cluster::managed::digest`]) of the intent whose apply by this manager answered
+    /// with this very version of the object; the host sent it, so applying it again to this
+    /// version changes nothing.
+    Sent(IntentDigest),
 }
 
-/// Strings kept one after another in one allocation, each found by where it ends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Packed {
-    text: Box<str>,
-    ends: Box<[u32]>,
+/// Where one string of an object's metadata is kept: in its JSON text, or, at and past the
+/// text's end, among the strings that text escapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    len: u32,
 }
 
-impl Packed {
-    fn new<'a>(parts: impl IntoIterator<Item = &'a str>) -> Self {
-        let (mut text, mut ends) = (String::new(), Vec::new());
-        for part in parts {
-            text.push_str(part);
-            ends.push(u32::try_from(text.len()).expect("an object's metadata is under 4 GiB"));
+/// A string of the cached JSON text, borrowed from it unless the text escapes it.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
         }
-        Self {
-            text: text.into(),
-            ends: ends.into(),
-        }
-    }
-
-    fn get(&self, index: usize) -> &str {
-        let start = index.checked_sub(1).map_or(0, |i| self.ends[i]);
-        &self.text[start as usize..self.ends[index] as usize]
+        deserializer.deserialize_str(Visit)
     }
 }
 
-/// The fixed parts of [`CachedObject::packed`], before the labels.
+/// The metadata strings the host indexes, read from the cached JSON text itself.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Document<'a> {
+    #[serde(borrow)]
+    metadata: MetadataText<'a>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct MetadataText<'a> {
+    #[serde(borrow)]
+    namespace: Option<Text<'a>>,
+    #[serde(borrow)]
+    name: Option<Text<'a>>,
+    #[serde(borrow)]
+    uid: Option<Text<'a>>,
+    #[serde(borrow)]
+    resource_version: Option<Text<'a>>,
+    #[serde(borrow)]
+    labels: BTreeMap<Text<'a>, Text<'a>>,
+    #[serde(borrow)]
+    finalizers: Vec<Text<'a>>,
+    #[serde(borrow)]
+    owner_references: Vec<OwnerText<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OwnerText<'a> {
+    #[serde(borrow)]
+    api_version: Text<'a>,
+    #[serde(borrow)]
+    kind: Text<'a>,
+    #[serde(borrow)]
+    name: Text<'a>,
+    #[serde(borrow)]
+    uid: Text<'a>,
+    #[serde(default)]
+    controller: Option<bool>,
+}
+
+/// The fixed spans of [`CachedObject::spans`], before the labels.
 const NAMESPACE: usize = 0;
 const NAME: usize = 1;
 const UID: usize = 2;
 const VERSION: usize = 3;
 const LABELS: usize = 4;
 
-/// One cached object: its JSON text and the metadata the host indexes and compares, and no
-/// other copy of it. The metadata strings share one allocation.
+/// One cached object: its JSON text, where in it the metadata the host indexes is, and the
+/// few values the host compares, and no other copy of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CachedObject {
     json: Arc<str>,
     /// Namespace, name, uid and resourceVersion (empty when absent), then each label's key and
     /// value, each finalizer, and each owner's apiVersion, kind, name and uid.
-    packed: Packed,
+    spans: Box<[Span]>,
+    /// The strings of `spans` that the JSON text escapes, one after another: empty, without an
+    /// allocation, for nearly every object, since names, labels, finalizers and uids are never
+    /// escaped.
+    unescaped: Box<str>,
     /// Which of namespace, uid and resourceVersion are present: bits 0, 1 and 2.
     present: u8,
     labels: u32,
@@ -123,50 +181,90 @@ impl CachedObject {
                 Some(Applied {
                     manager: manager.into(),
                     subresource: entry.subresource.filter(|s| !s.is_empty()).map(Into::into),
-                    fields: entry.fields_v1?.0.to_string().into(),
+                    fields: AppliedFields::Recorded(entry.fields_v1?.0.to_string().into()),
                 })
             })
             .collect();
         let json = serde_json::to_string(&object).expect("an object from the API serializes");
-        let meta = &object.metadata;
-        let labels = meta.labels.iter().flatten();
-        let finalizers = meta.finalizers.iter().flatten();
-        let owners = meta.owner_references.iter().flatten();
-        let parts = [
-            &meta.namespace,
-            &meta.name,
-            &meta.uid,
-            &meta.resource_version,
+        let Document { metadata: text } =
+            serde_json::from_str(&json).expect("an object's own JSON reads back");
+        let mut unescaped = String::new();
+        let mut span = |text: Option<&Text>| {
+            let (start, len) = match text.map(|t| &t.0) {
+                None => (0, 0),
+                Some(Cow::Borrowed(part)) => {
+                    (part.as_ptr() as usize - json.as_ptr() as usize, part.len())
+                }
+                Some(Cow::Owned(part)) => {
+                    unescaped.push_str(part);
+                    (json.len() + unescaped.len() - part.len(), part.len())
+                }
+            };
+            let offset = |n: usize| u32::try_from(n).expect("an object's JSON is under 4 GiB");
+            Span {
+                start: offset(start),
+                len: offset(len),
+            }
+        };
+        let fixed = [
+            &text.namespace,
+            &text.name,
+            &text.uid,
+            &text.resource_version,
         ]
-        .into_iter()
-        .map(|part| part.as_deref().unwrap_or_default())
-        .chain(labels.clone().flat_map(|(k, v)| [k.as_str(), v.as_str()]))
-        .chain(finalizers.clone().map(String::as_str))
-        .chain(
-            owners
-                .clone()
-                .flat_map(|o| [&o.api_version, &o.kind, &o.name, &o.uid].map(String::as_str)),
-        );
-        let packed = Packed::new(parts);
-        let present = u8::from(meta.namespace.is_some())
-            | u8::from(meta.uid.is_some()) << 1
-            | u8::from(meta.resource_version.is_some()) << 2;
+        .map(|part| span(part.as_ref()));
+        let labels = text.labels.iter().flat_map(|(k, v)| [k, v]);
+        let finalizers = text.finalizers.iter();
+        let owners = text
+            .owner_references
+            .iter()
+            .flat_map(|o| [&o.api_version, &o.kind, &o.name, &o.uid]);
+        let spans = fixed
+            .into_iter()
+            .chain(
+                labels
+                    .chain(finalizers)
+                    .chain(owners)
+                    .map(|t| span(Some(t))),
+            )
+            .collect();
+        let present = u8::from(text.namespace.is_some())
+            | u8::from(text.uid.is_some()) << 1
+            | u8::from(text.resource_version.is_some()) << 2;
         let count = |n: usize| u32::try_from(n).expect("fewer than 2^32 entries");
+        let meta = &object.metadata;
         Self {
-            json: json.into(),
-            packed,
+            spans,
+            unescaped: unescaped.into(),
             present,
-            labels: count(labels.count()),
-            finalizers: count(finalizers.count()),
-            controller: owners
-                .clone()
+            labels: count(text.labels.len()),
+            finalizers: count(text.finalizers.len()),
+            controller: text
+                .owner_references
+                .iter()
                 .position(|o| o.controller == Some(true))
                 .map(count),
             deleted_at: meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()),
             generation: meta.generation,
             annotations: digest(meta.annotations.iter().flatten()),
             applied,
+            json: json.into(),
         }
+    }
+
+    /// This object as the host's apply of `intent`, by `manager` to `subresource`, answered
+    /// it: the manager's recorded fields there give way to the intent's digest, which tells
+    /// the same apply sent again from any other at once and costs 16 bytes.
+    pub fn sent(mut self, manager: &str, subresource: Option<&str>, intent: IntentDigest) -> Self {
+        let mut applied = Vec::from(self.applied);
+        applied.retain(|a| !(*a.manager == *manager && a.subresource.as_deref() == subresource));
+        applied.push(Applied {
+            manager: manager.into(),
+            subresource: subresource.map(Into::into),
+            fields: AppliedFields::Sent(intent),
+        });
+        self.applied = applied.into();
+        self
     }
 
     /// This object with the fields `transform` drops removed; what the host applied stays
@@ -189,46 +287,52 @@ impl CachedObject {
         &self.json
     }
 
+    /// The string at `index` of [`Self::spans`].
+    fn part(&self, index: usize) -> &str {
+        let Span { start, len } = self.spans[index];
+        let (start, len) = (start as usize, len as usize);
+        match start.checked_sub(self.json.len()) {
+            None => &self.json[start..start + len],
+            Some(start) => &self.unescaped[start..start + len],
+        }
+    }
+
     /// Namespace; `None` when cluster-scoped.
     pub fn namespace(&self) -> Option<&str> {
-        (self.present & 1 != 0).then(|| self.packed.get(NAMESPACE))
+        (self.present & 1 != 0).then(|| self.part(NAMESPACE))
     }
 
     /// Name.
     pub fn name(&self) -> &str {
-        self.packed.get(NAME)
+        self.part(NAME)
     }
 
     /// Uid.
     pub fn uid(&self) -> Option<&str> {
-        (self.present & 2 != 0).then(|| self.packed.get(UID))
+        (self.present & 2 != 0).then(|| self.part(UID))
     }
 
     /// resourceVersion.
     pub fn resource_version(&self) -> Option<&str> {
-        (self.present & 4 != 0).then(|| self.packed.get(VERSION))
+        (self.present & 4 != 0).then(|| self.part(VERSION))
     }
 
     /// The labels, in key order.
     pub fn labels(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + Clone {
-        (0..self.labels as usize).map(|i| {
-            (
-                self.packed.get(LABELS + 2 * i),
-                self.packed.get(LABELS + 2 * i + 1),
-            )
-        })
+        (0..self.labels as usize)
+            .map(|i| (self.part(LABELS + 2 * i), self.part(LABELS + 2 * i + 1)))
     }
 
     /// The value of the label `key`.
     pub fn label(&self, key: &str) -> Option<&str> {
-        // Labels are packed in key order.
+        // Labels are kept in key order.
         let (mut low, mut high) = (0, self.labels as usize);
         while low < high {
             let middle = low + (high - low) / 2;
-            match self.packed.get(LABELS + 2 * middle).cmp(key) {
+            match self.part(LABELS + 2 * middle).cmp(key) {
                 Ordering::Less => low = middle + 1,
                 Ordering::Greater => high = middle,
-                Ordering::Equal => return Some(self.packed.get(LABELS + 2 * middle + 1)),
+                Ordering::Equal => return Some(self.part(LABELS + 2 * middle + 1)),
             }
         }
         None
@@ -237,7 +341,7 @@ impl CachedObject {
     /// Finalizers, in order.
     pub fn finalizers(&self) -> impl ExactSizeIterator<Item = &str> + Clone {
         let first = LABELS + 2 * self.labels as usize;
-        (first..first + self.finalizers as usize).map(|i| self.packed.get(i))
+        (first..first + self.finalizers as usize).map(|i| self.part(i))
     }
 
     /// Whether the object carries `finalizer`.
@@ -248,9 +352,9 @@ impl CachedObject {
     /// Owner references, in order.
     pub fn owners(&self) -> impl ExactSizeIterator<Item = Owner<'_>> + Clone {
         let first = LABELS + 2 * self.labels as usize + self.finalizers as usize;
-        let count = (self.packed.ends.len() - first) / 4;
+        let count = (self.spans.len() - first) / 4;
         (0..count).map(move |i| {
-            let part = |field: usize| self.packed.get(first + 4 * i + field);
+            let part = |field: usize| self.part(first + 4 * i + field);
             Owner {
                 api_version: part(0),
                 kind: part(1),
@@ -1078,6 +1182,99 @@ mod tests {
             0
         );
         assert!(bare.controller().is_none());
+    }
+
+    #[test]
+    fn metadata_the_json_text_escapes_reads_back_as_the_object_has_it() {
+        let object = CachedObject::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "namespace": "sh\"op", "name": "wéb\\0", "uid": "u\n1",
+                    "labels": { "a\"b": "c\td", "plain": "x" },
+                    "finalizers": ["f\u{1}"],
+                    "ownerReferences": [
+                        { "apiVersion": "v1", "kind": "K\"", "name": "n", "uid": "o", "controller": true }
+                    ]
+                },
+                "data": { "name": "decoy" }
+            }))
+            .unwrap(),
+        );
+        assert_eq!(object.namespace(), Some("sh\"op"));
+        assert_eq!((object.name(), object.uid()), ("wéb\\0", Some("u\n1")));
+        assert_eq!(object.resource_version(), None);
+        assert_eq!(
+            object.labels().collect::<Vec<_>>(),
+            [("a\"b", "c\td"), ("plain", "x")]
+        );
+        assert_eq!(object.label("a\"b"), Some("c\td"));
+        assert_eq!(object.finalizers().collect::<Vec<_>>(), ["f\u{1}"]);
+        let owner = object.controller().unwrap();
+        assert_eq!((owner.kind, owner.name, owner.uid), ("K\"", "n", "o"));
+    }
+
+    #[test]
+    fn a_sent_apply_replaces_only_its_own_record() {
+        let entry = |manager: &str, subresource: Option<&str>| {
+            serde_json::json!({
+                "manager": manager, "operation": "Apply", "apiVersion": "v1",
+                "subresource": subresource, "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}},
+            })
+        };
+        let object = CachedObject::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {
+                    "name": "x",
+                    "managedFields": [
+                        entry("kubewasm-a", None),
+                        entry("kubewasm-a", Some("status")),
+                        entry("kubewasm-b", None),
+                        entry("kubectl", None),
+                    ]
+                }
+            }))
+            .unwrap(),
+        );
+        let recorded = AppliedFields::Recorded(r#"{"f:data":{}}"#.into());
+        let fields = |object: &CachedObject| -> Vec<(String, Option<String>, AppliedFields)> {
+            object
+                .applied()
+                .iter()
+                .map(|a| {
+                    let subresource = a.subresource.as_deref().map(str::to_owned);
+                    (a.manager.to_string(), subresource, a.fields.clone())
+                })
+                .collect()
+        };
+        assert_eq!(
+            fields(&object),
+            [
+                ("kubewasm-a".into(), None, recorded.clone()),
+                ("kubewasm-a".into(), Some("status".into()), recorded.clone()),
+                ("kubewasm-b".into(), None, recorded.clone()),
+            ]
+        );
+        let sent = object.sent("kubewasm-a", Some("status"), [7; 16]);
+        assert_eq!(
+            fields(&sent),
+            [
+                ("kubewasm-a".into(), None, recorded.clone()),
+                ("kubewasm-b".into(), None, recorded),
+                (
+                    "kubewasm-a".into(),
+                    Some("status".into()),
+                    AppliedFields::Sent([7; 16])
+                ),
+            ]
+        );
+        let first = sent.sent("kubewasm-c", None, [1; 16]);
+        assert_eq!(
+            first.applied().len(),
+            4,
+            "a manager without a record gets one"
+        );
     }
 
     #[test]

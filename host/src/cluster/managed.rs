@@ -16,6 +16,21 @@
 //! are not seen as new. Their values must still match the object for an apply to be elided.
 
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// The digest of an apply intent: the first 16 bytes of the SHA-256 of its JSON text.
+pub type IntentDigest = [u8; 16];
+
+/// The digest of `intent`. Equal intents have equal digests; two that differ have equal ones
+/// with a chance of 2^-128 at most, or none if someone would have to find such a pair.
+pub fn digest(intent: &Value) -> IntentDigest {
+    let text = serde_json::to_vec(intent).expect("a JSON value serializes");
+    let full = Sha256::digest(text);
+    let mut digest = IntentDigest::default();
+    let len = digest.len();
+    digest.copy_from_slice(&full[..len]);
+    digest
+}
 
 /// Members of an apply intent that name the object rather than set a field, and are never
 /// owned: at the top, and in `metadata`.

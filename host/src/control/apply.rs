@@ -14,9 +14,11 @@
 //! An apply is not sent when it would change nothing: every field of the intent has the same
 //! value in the cached object, and the fields the guest's field manager owns there, as the
 //! object's `managedFields` record its last apply, are exactly the intent's fields (see
-//! [`crate::cluster::managed`]), so no field would be released or taken. This needs no memory
-//! of past applies: it holds after a restart, and an object deleted and created again, which
-//! records no apply of the guest, is applied again.
+//! [`crate::cluster::managed`]), so no field would be released or taken. An object version the
+//! host's own apply answered keeps, instead of the fields, the digest of the intent sent, which
+//! the same intent matches. Nothing else is remembered of past applies: the check holds after a
+//! restart, and an object deleted and created again, which records no apply of the guest, is
+//! applied again.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,10 +36,11 @@ use kube::api::{
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::cluster::cache::{Applied, CachedObject, FIELD_MANAGER_PREFIX, ObjectKey};
+use crate::cluster::cache::{AppliedFields, CachedObject, FIELD_MANAGER_PREFIX, ObjectKey};
+use crate::cluster::leader;
+use crate::cluster::managed::{self, IntentDigest};
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::watch::{Informer, Resources};
-use crate::cluster::{leader, managed};
 use crate::control::events::{Correlator, Decision, EventKey};
 use crate::wasm::backend::{
     ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest, caller_gone,
@@ -126,7 +129,10 @@ impl ClusterBackend {
 
     /// Makes a written object visible to this guest's reads at once.
     fn record(informers: &[&Arc<Informer>], object: DynamicObject) -> Arc<str> {
-        let object = CachedObject::new(object);
+        Self::record_cached(informers, CachedObject::new(object))
+    }
+
+    fn record_cached(informers: &[&Arc<Informer>], object: CachedObject) -> Arc<str> {
         for informer in informers {
             informer.record_write(&object);
         }
@@ -135,15 +141,29 @@ impl ClusterBackend {
 
     /// Whether applying `request` to `cached` would change nothing: the values of the intent
     /// are all there, and the guest's field manager owns exactly the intent's fields (a manager
-    /// without an entry owns none, as after an apply that set no field).
-    fn unchanged_by(&self, cached: &CachedObject, request: &ApplyRequest) -> bool {
+    /// without an entry owns none, as after an apply that set no field). The host's own last
+    /// apply of this version owns them if it sent the same intent.
+    fn unchanged_by(
+        &self,
+        cached: &CachedObject,
+        request: &ApplyRequest,
+        intent: IntentDigest,
+    ) -> bool {
         let subresource = request.status.then_some("status");
         let owned = cached
             .applied()
             .iter()
             .find(|a| *a.manager == self.field_manager && a.subresource.as_deref() == subresource)
-            .map_or_else(|| Value::Object(serde_json::Map::new()), Applied::fields);
-        managed::owns_exactly(&owned, &request.object) && contains(&cached.parse(), &request.object)
+            .map(|a| &a.fields);
+        let owns_exactly = match owned {
+            Some(AppliedFields::Sent(sent)) => *sent == intent,
+            Some(AppliedFields::Recorded(fields)) => managed::owns_exactly(
+                &serde_json::from_str(fields).expect("the cache holds valid JSON"),
+                &request.object,
+            ),
+            None => managed::owns_exactly(&Value::Object(serde_json::Map::new()), &request.object),
+        };
+        owns_exactly && contains(&cached.parse(), &request.object)
     }
 
     /// Sets the finalizers of `object` as cached to `finalizers`, with its resourceVersion: a
@@ -322,8 +342,9 @@ impl Backend for ClusterBackend {
 
     async fn apply(&self, request: ApplyRequest) -> Result<String, CallError> {
         let cached = self.cached(&request.kind, request.namespace.as_deref(), &request.name);
+        let intent = managed::digest(&request.object);
         if let Some(cached) = cached
-            && self.unchanged_by(&cached, &request)
+            && self.unchanged_by(&cached, &request, intent)
         {
             self.elided.fetch_add(1, Ordering::Relaxed);
             return Ok(cached.json().to_string());
@@ -343,7 +364,12 @@ impl Backend for ClusterBackend {
             }
         })
         .await;
-        Ok(Self::record(&informers, result?).to_string())
+        let applied = CachedObject::new(result?).sent(
+            &self.field_manager,
+            request.status.then_some("status"),
+            intent,
+        );
+        Ok(Self::record_cached(&informers, applied).to_string())
     }
 
     async fn patch(&self, request: PatchRequest) -> Result<String, CallError> {
