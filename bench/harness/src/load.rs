@@ -18,8 +18,9 @@ use crate::observer::poll;
 pub const SEQ_KEY: &str = "seq";
 /// The data key holding a source's fixed payload.
 const PAYLOAD_KEY: &str = "payload";
-/// Field manager of the sources.
-const FIELD_MANAGER: &str = "kubewasm-bench";
+/// Field manager of the sources. Not `kubewasm-` prefixed: the sources stand for objects users
+/// write, and the host keeps the applied fields of its own field managers only.
+const FIELD_MANAGER: &str = "bench-sources";
 /// Field manager of the children the null writer applies.
 const NULL_WRITER: &str = "bench-null-writer";
 /// Requests in flight while sources are created or namespaces deleted.
@@ -185,23 +186,35 @@ pub async fn write_children(
         .await
 }
 
-/// Deletes every child in `namespace` in one request and waits until the observer saw them go.
+/// Deletes every child in `namespace` and waits until the observer saw them go. One request
+/// deletes them all; the API server may end it before it is done with a large collection, so
+/// it is sent again, up to [`ATTEMPTS`] times, until none is left.
 pub async fn delete_children(
     client: &Client,
     namespace: &str,
     observer: &crate::observer::Observer,
 ) -> Result<()> {
     let api = Api::<ConfigMap>::namespaced(client.clone(), namespace);
-    api.delete_collection(
-        &DeleteParams::background(),
-        &ListParams::default().labels(bench_copy_logic::COPY_SELECTOR),
-    )
-    .await
-    .with_context(|| format!("deleting children in {namespace}"))?;
-    poll("children to be deleted", Duration::from_secs(300), || {
-        Ok((observer.children_in(namespace) == 0).then_some(()))
-    })
-    .await
+    let mut attempt = 1;
+    loop {
+        let sent = api
+            .delete_collection(
+                &DeleteParams::background(),
+                &ListParams::default().labels(bench_copy_logic::COPY_SELECTOR),
+            )
+            .await
+            .with_context(|| format!("deleting children in {namespace}"));
+        let wait = if sent.is_ok() { 300 } else { 60 };
+        let gone = poll("children to be deleted", Duration::from_secs(wait), || {
+            Ok((observer.children_in(namespace) == 0).then_some(()))
+        })
+        .await;
+        match (gone, sent) {
+            (Ok(()), _) => return Ok(()),
+            (Err(error), Ok(_)) | (Err(_), Err(error)) if attempt == ATTEMPTS => return Err(error),
+            _ => attempt += 1,
+        }
+    }
 }
 
 /// Runs `request` until it succeeds, at most [`ATTEMPTS`] times, 100 ms apart.
