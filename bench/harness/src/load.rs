@@ -218,7 +218,7 @@ pub async fn delete_children(
 }
 
 /// Runs `request` until it succeeds, at most [`ATTEMPTS`] times, 100 ms apart.
-async fn retry<T, F, Fut>(mut request: F) -> kube::Result<T>
+pub async fn retry<T, F, Fut>(mut request: F) -> kube::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = kube::Result<T>>,

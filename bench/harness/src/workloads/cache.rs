@@ -319,10 +319,15 @@ async fn create(
             let (api, params) = (&api, &params);
             async move {
                 let object: DynamicObject = serde_json::from_value(object(shape, index))?;
-                api.create(params, &object)
-                    .await
-                    .with_context(|| format!("creating {} {index}", shape.name()))?;
-                anyhow::Ok(())
+                // Sent again when the connection drops: a create whose answer was lost is
+                // found to exist.
+                match crate::load::retry(|| api.create(params, &object)).await {
+                    Ok(_) => anyhow::Ok(()),
+                    Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+                    Err(error) => {
+                        Err(error).with_context(|| format!("creating {} {index}", shape.name()))
+                    }
+                }
             }
         })
         .buffer_unordered(CREATE_CONCURRENCY)
