@@ -4,10 +4,10 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p kubewasm --bin kubewasm
+RUN cargo build --profile dist --locked -p kubewasm --bin kubewasm
 
 # glibc and libgcc, no shell; runs as the unprivileged user 65532.
 FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /src/target/release/kubewasm /usr/local/bin/kubewasm
+COPY --from=build /src/target/dist/kubewasm /usr/local/bin/kubewasm
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/kubewasm"]
