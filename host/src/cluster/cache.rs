@@ -140,7 +140,7 @@ const VERSION: usize = 3;
 const LABELS: usize = 4;
 
 /// One cached object: its JSON text, where in it the metadata the host indexes is, and the
-/// few values the host compares, and no other copy of it.
+/// few values the host compares; no second copy of it but the rare strings the text escapes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CachedObject {
     json: Arc<str>,
@@ -834,13 +834,32 @@ impl Store {
 
     /// Records the object a write of the host returned, if it is newer than anything the watch
     /// and the last list have shown; returns the change.
+    ///
+    /// An answer with the very version the store holds (an apply that changed nothing) changes
+    /// nothing either, but for what the host sent: it is recorded on the cached copy.
     pub fn record_write(&self, object: CachedObject) -> Option<Change> {
         let version = object.version()?;
         let mut inner = self.write();
+        let old = inner.cached(&object.key()).cloned();
+        if let Some(old) = &old
+            && old.uid() == object.uid()
+            && old.version() == Some(version)
+        {
+            let sent = object.applied().iter().filter_map(|a| match a.fields {
+                AppliedFields::Sent(intent) => Some((&a.manager, &a.subresource, intent)),
+                AppliedFields::Recorded(_) => None,
+            });
+            let updated = sent.fold((**old).clone(), |cached, (manager, subresource, intent)| {
+                cached.sent(manager, subresource.as_deref(), intent)
+            });
+            if updated != **old {
+                inner.insert(Arc::new(updated));
+            }
+            return None;
+        }
         if version <= inner.watermark || inner.is_tombstoned(&object) {
             return None;
         }
-        let old = inner.cached(&object.key()).cloned();
         if old
             .as_ref()
             .and_then(|o| o.version())
@@ -944,6 +963,34 @@ mod tests {
             namespace: Some(namespace.into()),
             name: name.into(),
         }
+    }
+
+    #[test]
+    fn an_apply_answered_with_the_cached_version_records_what_was_sent() {
+        // A guest sends an intent that means what its last one meant but reads otherwise: the
+        // API server changes nothing and answers with the version the store holds. That version
+        // is what the new intent produces, so the next send of it is unchanged too.
+        let store = Store::default();
+        let first = with_uid("a", "x", "6", "u1").sent("kubewasm-g", None, [1; 16]);
+        assert!(store.record_write(first).is_some());
+        let again = with_uid("a", "x", "6", "u1").sent("kubewasm-g", None, [2; 16]);
+        assert!(
+            store.record_write(again).is_none(),
+            "the same version is no change"
+        );
+        let cached = store.get(&key("a", "x")).unwrap();
+        assert_eq!(cached.applied()[0].fields, AppliedFields::Sent([2; 16]));
+
+        let other = with_uid("a", "x", "6", "u2").sent("kubewasm-g", None, [3; 16]);
+        assert!(store.record_write(other).is_none());
+        let older = with_uid("a", "x", "5", "u1").sent("kubewasm-g", None, [4; 16]);
+        assert!(store.record_write(older).is_none());
+        let cached = store.get(&key("a", "x")).unwrap();
+        assert_eq!(
+            (cached.uid(), &cached.applied()[0].fields),
+            (Some("u1"), &AppliedFields::Sent([2; 16])),
+            "another incarnation or an older version records nothing"
+        );
     }
 
     #[test]

@@ -21,8 +21,10 @@ use sha2::{Digest, Sha256};
 /// The digest of an apply intent: the first 16 bytes of the SHA-256 of its JSON text.
 pub type IntentDigest = [u8; 16];
 
-/// The digest of `intent`. Equal intents have equal digests; two that differ have equal ones
-/// with a chance of 2^-128 at most, or none if someone would have to find such a pair.
+/// The digest of `intent`. Equal intents have equal digests, as serde_json writes object
+/// members sorted (its `preserve_order` feature is off); an intent that means the same but
+/// reads otherwise (`1.0` for `1`) has another, and is sent. Two intents with one digest take
+/// about 2^64 tries to find, by whoever writes both: the guest itself.
 pub fn digest(intent: &Value) -> IntentDigest {
     let text = serde_json::to_vec(intent).expect("a JSON value serializes");
     let full = Sha256::digest(text);

@@ -14,11 +14,12 @@
 //! An apply is not sent when it would change nothing: every field of the intent has the same
 //! value in the cached object, and the fields the guest's field manager owns there, as the
 //! object's `managedFields` record its last apply, are exactly the intent's fields (see
-//! [`crate::cluster::managed`]), so no field would be released or taken. An object version the
-//! host's own apply answered keeps, instead of the fields, the digest of the intent sent, which
-//! the same intent matches. Nothing else is remembered of past applies: the check holds after a
-//! restart, and an object deleted and created again, which records no apply of the guest, is
-//! applied again.
+//! [`crate::cluster::managed`]), so no field would be released or taken. The cached version that
+//! answered the host's own apply (also when it is the version the cache held, as after an apply
+//! that changed nothing) keeps, instead of that manager's fields, the digest of the intent sent,
+//! which the same intent matches. Nothing else is remembered of past applies: the check holds
+//! after a restart, and an object deleted and created again, which records no apply of the
+//! guest, is applied again.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
