@@ -53,9 +53,9 @@ pub enum AppliedFields {
     /// As the API server recorded them in the object's `managedFields`: the JSON text of
     /// `fieldsV1` (see [`crate::cluster::managed`]).
     Recorded(Box<str>),
-    /// As the digest ([`crate::cluster::managed::digest`]) of the intent whose apply by this manager answered
-    /// with this very version of the object; the host sent it, so applying it again to this
-    /// version changes nothing.
+    /// As the digest ([`crate::cluster::managed::digest`]) of the intent whose apply by this
+    /// manager answered with this very version of the object; the host sent it, so applying it
+    /// again to this version changes nothing.
     Sent(IntentDigest),
 }
 

@@ -133,6 +133,7 @@ impl ClusterBackend {
         Self::record_cached(informers, CachedObject::new(object))
     }
 
+    /// Like [`Self::record`], for a written object already in its cached form.
     fn record_cached(informers: &[&Arc<Informer>], object: CachedObject) -> Arc<str> {
         for informer in informers {
             informer.record_write(&object);

@@ -8,9 +8,10 @@
 //!
 //! Generated imports are async (they may call the API server) and trappable (a host failure
 //! that is not the guest's business, such as a deadline, ends the call); the `cache` interface
-//! of every version is linked by hand instead ([`imports::link_cache`](crate::wasm::imports::link_cache)),
-//! so its generated trait is not implemented. Exports are async so that a long guest
-//! computation yields to other tasks at every epoch tick.
+//! of every version is linked by hand instead
+//! ([`imports::link_cache`](crate::wasm::imports::link_cache)), so its generated trait is not
+//! implemented. Exports are async so that a long guest computation yields to other tasks at
+//! every epoch tick.
 #![allow(missing_docs)]
 
 use wasmtime::AsContextMut;
