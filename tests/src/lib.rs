@@ -13,6 +13,7 @@
 
 pub mod podset;
 pub mod prometheus;
+pub mod registry;
 pub mod relay;
 
 use std::collections::HashMap;
@@ -88,7 +89,8 @@ impl ControlPlane {
             .strip_prefix("http://")
             .with_context(|| format!("etcd's URL {url:?} is not http"))?;
         // The range of the empty key reads nothing but the header, which holds the revision.
-        let (status, body) = http(address, "POST", "/v3/kv/range", r#"{"key":"AA=="}"#).await?;
+        let (status, body) =
+            http(address, "POST", "/v3/kv/range", &[], r#"{"key":"AA=="}"#).await?;
         anyhow::ensure!(status == 200, "etcd's range answers {status}: {body}");
         let header: serde_json::Value = serde_json::from_str(&body)?;
         let revision: u64 = header["header"]["revision"]
@@ -96,8 +98,14 @@ impl ControlPlane {
             .with_context(|| format!("no revision in {body}"))?
             .parse()?;
         let request = serde_json::json!({ "revision": revision.to_string(), "physical": true });
-        let (status, body) =
-            http(address, "POST", "/v3/kv/compaction", &request.to_string()).await?;
+        let (status, body) = http(
+            address,
+            "POST",
+            "/v3/kv/compaction",
+            &[],
+            &request.to_string(),
+        )
+        .await?;
         // The API server's own compaction may have got there first.
         anyhow::ensure!(
             status == 200 || body.contains("required revision has been compacted"),
@@ -605,19 +613,38 @@ pub fn free_ports<const N: usize>() -> Result<[u16; N]> {
 
 /// `GET path` over HTTP/1.1 from `address` (HOST:PORT); the status code and the body.
 pub async fn http_get(address: &str, path: &str) -> Result<(u16, String)> {
-    http(address, "GET", path, "").await
+    http(address, "GET", path, &[], "").await
 }
 
-/// `method path` with the JSON `body` over HTTP/1.1 to `address` (HOST:PORT); the status code
-/// and the body of the answer, which must not be chunked.
-async fn http(address: &str, method: &str, path: &str, body: &str) -> Result<(u16, String)> {
+/// Like [`http_get`], with `headers` (name, value) added to the request.
+pub async fn http_get_with(
+    address: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<(u16, String)> {
+    http(address, "GET", path, headers, "").await
+}
+
+/// `method path` with `headers` and the JSON `body` over HTTP/1.1 to `address` (HOST:PORT); the
+/// status code and the body of the answer, which must not be chunked.
+async fn http(
+    address: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(address).await?;
     let length = body.len();
+    let headers: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     stream
         .write_all(
             format!(
-                "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\
+                "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n{headers}\
                  Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n{body}"
             )
             .as_bytes(),
