@@ -904,7 +904,7 @@ fn binary_quantity(bytes: u64) -> String {
 /// A Kubernetes quantity as a whole number of bytes: a decimal number (`128`, `1.5`) with an
 /// optional binary suffix (`Ki` … `Ei`), decimal suffix (`k`, `M`, `G`, `T`, `P`, `E`) or
 /// decimal exponent (`e6`, `E6`).
-fn parse_quantity(text: &str) -> Result<u64, String> {
+pub fn parse_quantity(text: &str) -> Result<u64, String> {
     let not_quantity = || format!("{text:?} is not a quantity");
     let number_end = text
         .find(|c: char| !c.is_ascii_digit() && c != '.')

@@ -11,13 +11,15 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kubewasm::cluster::leader::{self, ElectionConfig, LeaderElector, LeaderError, Leadership};
 use kubewasm::cluster::retry_after;
 use kubewasm::cmd::cli::{Cli, Command, LogFormat};
-use kubewasm::cmd::{check, rbac, render, scaffold};
+use kubewasm::cmd::source::ModuleSource;
+use kubewasm::cmd::{check, push, rbac, render, scaffold};
 use kubewasm::config::Config;
 use kubewasm::control::host::{Host, HostError};
 use kubewasm::serve::http::{self as serve, Started};
 use kubewasm::wasm::compile_cache::CompileCache;
 use kubewasm::wasm::dispatch::Entry;
 use kubewasm::wasm::runtime::Runtime;
+use oci_client::secrets::RegistryAuth;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -74,9 +76,15 @@ async fn main() -> anyhow::Result<ExitCode> {
             let host = Host::start(&config, client, runtime, !args.no_reload);
             return run_host(host, started, shutdown, leadership).await;
         }
-        Command::Check { module, config } => {
+        Command::Check {
+            module,
+            config,
+            registries,
+        } => {
             init_debug_logs();
-            let report = match check::check(&module, config.as_deref()).await {
+            let source = ModuleSource::parse(&module);
+            let report = match check::check(&source, config.as_deref(), registries.settings()).await
+            {
                 Ok(report) => report,
                 Err(error) => return Ok(fail(error)),
             };
@@ -86,7 +94,7 @@ async fn main() -> anyhow::Result<ExitCode> {
                     "the grants of modules[{}] in {} do not give {} what it needs (see missing)",
                     entry.index,
                     entry.config.display(),
-                    module.display()
+                    report.module
                 )));
             }
         }
@@ -95,6 +103,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             object,
             cache,
             finalize,
+            registries,
         } => {
             init_debug_logs();
             let entry = if finalize {
@@ -102,7 +111,9 @@ async fn main() -> anyhow::Result<ExitCode> {
             } else {
                 Entry::Reconcile
             };
-            match render::render_files(&module, &object, &cache, entry).await {
+            let source = ModuleSource::parse(&module);
+            match render::render_files(&source, &object, &cache, entry, registries.settings()).await
+            {
                 Ok(rendered) => print!("{}", rendered.to_yaml()),
                 Err(error) => return Ok(fail(error)),
             }
@@ -121,6 +132,29 @@ async fn main() -> anyhow::Result<ExitCode> {
             };
             match rbac::for_config(&config, &modules, &target).await {
                 Ok(rbac) => print!("{}", rbac.to_yaml()),
+                Err(error) => return Ok(fail(error)),
+            }
+        }
+        Command::Push {
+            module,
+            reference,
+            username,
+            registries,
+        } => {
+            init_debug_logs();
+            let auth = match username {
+                Some(username) => {
+                    let mut password = String::new();
+                    std::io::stdin()
+                        .read_line(&mut password)
+                        .context("reading the password from standard input")?;
+                    let password = password.trim_end_matches(['\r', '\n']).to_owned();
+                    Some(RegistryAuth::Basic(username, password))
+                }
+                None => None,
+            };
+            match push::push(&module, &reference, auth, registries.settings()).await {
+                Ok(pinned) => println!("{pinned}"),
                 Err(error) => return Ok(fail(error)),
             }
         }

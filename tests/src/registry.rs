@@ -195,7 +195,8 @@ impl Registry {
         self.dir.path().join("registry.log")
     }
 
-    fn log(&self) -> String {
+    /// What the registry logged, its access lines among it (one per request).
+    pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 }

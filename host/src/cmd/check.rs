@@ -10,9 +10,11 @@ use kube::api::GroupVersionKind;
 
 use crate::cluster::selection::Selection;
 use crate::cluster::transform::Transform;
+use crate::cmd::source::{ModuleSource, SourceError};
 use crate::config::{Config, ConfigError, DropRule, ModuleConfig};
 use crate::wasm::declaration::{Mapping, Metadata};
 use crate::wasm::module::{self, LoadError};
+use crate::wasm::oci::{self, RegistrySettings};
 use crate::wasm::permissions::{self, Permissions, Requirement};
 use crate::wasm::runtime::{Runtime, RuntimeError};
 use crate::wasm::state::Limits;
@@ -26,6 +28,9 @@ pub enum CheckError {
     /// The configuration is not valid.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The module could not be read or pulled.
+    #[error(transparent)]
+    Source(#[from] SourceError),
     /// The module does not load.
     #[error(transparent)]
     Load(#[from] LoadError),
@@ -42,15 +47,14 @@ pub enum CheckError {
     },
     /// The configuration has no entry for the module.
     #[error(
-        "{} has no module with path {} or named {name}",
+        "{} has no module with path {module} or named {name}",
         config.display(),
-        module.display()
     )]
     NoEntry {
         /// The configuration file.
         config: PathBuf,
         /// The module.
-        module: PathBuf,
+        module: String,
         /// The name the module declares.
         name: String,
     },
@@ -81,8 +85,8 @@ pub struct Entry {
 /// What a check found about a module that loads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
-    /// The module's path.
-    pub path: PathBuf,
+    /// Where the module comes from: its path, or its reference pinned to the manifest digest.
+    pub module: String,
     /// SHA-256 of its bytes, hex.
     pub digest: String,
     /// The contract interface it implements, with its version.
@@ -104,18 +108,23 @@ pub struct Report {
     pub drops: Vec<(GroupVersionKind, Transform)>,
 }
 
-/// Loads the module at `path` as the host would (with the limits of its configuration entry, if
-/// any) and, with `config`, finds its entry (by path, else by name) and compares the entry's
-/// grants with what the module needs.
-pub async fn check(path: &Path, config: Option<&Path>) -> Result<Report, CheckError> {
+/// Loads the module as the host would (with the limits of its configuration entry, if any) and,
+/// with `config`, finds its entry (by path for a file, else by name) and compares the entry's
+/// grants with what the module needs. An artifact is pulled as the host pulls it.
+pub async fn check(
+    source: &ModuleSource,
+    config: Option<&Path>,
+    registries: RegistrySettings,
+) -> Result<Report, CheckError> {
     let config = config
         .map(|file| Ok::<_, ConfigError>((file, Config::load(file)?)))
         .transpose()?;
     let by_path = config.as_ref().and_then(|(file, config)| {
+        let module = source.file()?;
         let index = config
             .modules
             .iter()
-            .position(|m| same_file(&m.path, path))?;
+            .position(|m| same_file(&m.path, module))?;
         Some(Entry {
             config: file.to_path_buf(),
             index,
@@ -127,14 +136,16 @@ pub async fn check(path: &Path, config: Option<&Path>) -> Result<Report, CheckEr
         .as_ref()
         .map_or_else(Default::default, |entry| entry.module.limits);
     let runtime = Runtime::new()?;
-    let module = match module::load(&runtime, path, &Limits::from(limits)).await {
-        Ok(module) => module,
-        Err(error @ LoadError::World { .. }) => {
-            let exports = exports(&runtime, path);
-            return Err(CheckError::World { error, exports });
-        }
-        Err(error) => return Err(error.into()),
-    };
+    let (origin, bytes) = source.read(registries).await?;
+    let exports = oci::component_names(&bytes).map_or_else(|_| Vec::new(), |(_, exports)| exports);
+    let module =
+        match module::load_bytes(&runtime, origin.clone(), bytes, &Limits::from(limits)).await {
+            Ok(module) => module,
+            Err(error @ LoadError::World { .. }) => {
+                return Err(CheckError::World { error, exports });
+            }
+            Err(error) => return Err(error.into()),
+        };
     let metadata = module.metadata.clone();
     let entry = match (by_path, &config) {
         (Some(entry), _) => Some(entry),
@@ -145,7 +156,7 @@ pub async fn check(path: &Path, config: Option<&Path>) -> Result<Report, CheckEr
                 .position(|m| entry_name(m) == Some(metadata.name.as_str()))
                 .ok_or_else(|| CheckError::NoEntry {
                     config: file.to_path_buf(),
-                    module: path.to_owned(),
+                    module: origin.clone(),
                     name: metadata.name.clone(),
                 })?;
             Some(Entry {
@@ -177,7 +188,7 @@ pub async fn check(path: &Path, config: Option<&Path>) -> Result<Report, CheckEr
         }
     }
     Ok(Report {
-        path: path.to_owned(),
+        module: origin,
         digest: module.digest.clone(),
         contract: module.pre.interface().into(),
         metadata,
@@ -187,22 +198,6 @@ pub async fn check(path: &Path, config: Option<&Path>) -> Result<Report, CheckEr
         writes,
         drops,
     })
-}
-
-/// The names the component at `path` exports; empty if it cannot be compiled.
-fn exports(runtime: &Runtime, path: &Path) -> Vec<String> {
-    let Ok(bytes) = std::fs::read(path) else {
-        return Vec::new();
-    };
-    let Ok(compiled) = runtime.compile(&bytes, &module::sha256_hex(&bytes)) else {
-        return Vec::new();
-    };
-    let component = compiled.component;
-    component
-        .component_type()
-        .exports(component.engine())
-        .map(|(name, _)| name.to_owned())
-        .collect()
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -257,7 +252,7 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let metadata = &self.metadata;
         let one = |value: String| vec![value];
-        field(f, "module", &one(self.path.display().to_string()))?;
+        field(f, "module", &one(self.module.clone()))?;
         field(f, "sha256", &one(self.digest.clone()))?;
         field(f, "contract", &one(self.contract.clone()))?;
         field(f, "name", &one(metadata.name.clone()))?;

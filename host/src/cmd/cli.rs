@@ -9,7 +9,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::cluster::leader::LeaseTimings;
 use crate::cluster::selector::{is_dns1123_label, is_dns1123_subdomain};
 pub use crate::config::BindAddress;
-use crate::config::{ManagerConfig, parse_duration};
+use crate::config::{ManagerConfig, parse_duration, parse_quantity};
+use crate::wasm::oci::RegistrySettings;
 
 /// Runs Kubernetes controllers written as WebAssembly components.
 #[derive(Debug, Parser)]
@@ -32,18 +33,22 @@ pub enum Command {
     /// version with a valid declaration), prints what it declares and the permissions it needs
     /// and, with --config, whether its entry's grants give them. Exits non-zero otherwise.
     Check {
-        /// The module (.wasm component).
-        module: PathBuf,
+        /// The module: a .wasm file, or an OCI reference (registry/repository:tag or @digest)
+        /// pulled as the host pulls it.
+        module: String,
         /// A host configuration; the module's entry is found by path, else by name.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// How registries are reached.
+        #[command(flatten)]
+        registries: RegistryArgs,
     },
     /// Runs one reconcile of an object against fixture objects, without a cluster, and prints
     /// as YAML the writes the guest asked for, its log lines and the result. Deterministic:
     /// the guest's wall clock is stopped at 2026-01-01T00:00:00Z and its random sources seeded.
     Render {
-        /// The module (.wasm component).
-        module: PathBuf,
+        /// The module: a .wasm file, or an OCI reference pulled as the host pulls it.
+        module: String,
         /// A YAML file holding the object to reconcile.
         #[arg(long)]
         object: PathBuf,
@@ -54,6 +59,26 @@ pub enum Command {
         /// deleted.
         #[arg(long)]
         finalize: bool,
+        /// How registries are reached.
+        #[command(flatten)]
+        registries: RegistryArgs,
+    },
+    /// Publishes a module to an OCI registry as a WebAssembly artifact (config
+    /// application/vnd.wasm.config.v0+json, one application/wasm layer) and prints the
+    /// reference pinned to its digest. Refuses a file that is not a component exporting the
+    /// contract. Credentials: --username with the password on standard input, else the
+    /// `auths` of $DOCKER_CONFIG/config.json or ~/.docker/config.json, else none.
+    Push {
+        /// The module (.wasm component).
+        module: PathBuf,
+        /// Where to publish it: registry/repository:tag.
+        reference: String,
+        /// The registry user; the password is read from standard input.
+        #[arg(long)]
+        username: Option<String>,
+        /// How registries are reached.
+        #[command(flatten)]
+        registries: RegistryArgs,
     },
     /// Prints, as YAML, the RBAC the host's service account needs to run a configuration's
     /// modules and nothing more: a ClusterRole, plus a Role and RoleBinding in each namespace
@@ -86,6 +111,28 @@ pub enum Command {
         #[arg(long)]
         sdk: Option<PathBuf>,
     },
+}
+
+/// How the commands reach registries.
+#[derive(Debug, Clone, Args)]
+pub struct RegistryArgs {
+    /// A registry (HOST or HOST:PORT) spoken to in plain HTTP; loopback ones always are.
+    /// Repeatable.
+    #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
+    pub insecure: Vec<String>,
+    /// The largest module accepted from a registry, such as 256Mi.
+    #[arg(long, default_value = "256Mi", value_parser = parse_quantity)]
+    pub max_module_size: u64,
+}
+
+impl RegistryArgs {
+    /// The settings these flags give.
+    pub fn settings(&self) -> RegistrySettings {
+        RegistrySettings {
+            insecure: self.insecure.clone(),
+            max_module_bytes: self.max_module_size,
+        }
+    }
 }
 
 fn service_account(text: &str) -> Result<(String, String), String> {

@@ -19,7 +19,9 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding, Rol
 use kube::api::{GroupVersionKind, ObjectMeta};
 
 use crate::cmd::check::{self, CheckError};
+use crate::cmd::source::ModuleSource;
 use crate::config::{Config, Verb};
+use crate::wasm::oci::RegistrySettings;
 use crate::wasm::permissions::{self, Requirement};
 
 /// Who the RBAC is for and what its objects are called.
@@ -94,13 +96,16 @@ pub async fn for_config(
     };
     let mut found = BTreeMap::new();
     for file in files {
-        let report =
-            check::check(&file, Some(config))
-                .await
-                .map_err(|source| RbacError::Check {
-                    module: file.clone(),
-                    source,
-                })?;
+        let report = check::check(
+            &ModuleSource::File(file.clone()),
+            Some(config),
+            RegistrySettings::default(),
+        )
+        .await
+        .map_err(|source| RbacError::Check {
+            module: file.clone(),
+            source,
+        })?;
         let entry = report
             .entry
             .expect("a check with a configuration finds the entry");

@@ -18,6 +18,7 @@ use serde::ser::SerializeMap;
 use serde_json::Value;
 
 use crate::cluster::cache::kind_of;
+use crate::cmd::source::{ModuleSource, SourceError};
 use crate::wasm::backend::{
     ApplyRequest, DeleteRequest, EventRequest, LogLine, PatchRequest, Scope,
 };
@@ -28,6 +29,7 @@ use crate::wasm::dispatch::{self, Entry, Failure, Outcome};
 use crate::wasm::env::GuestEnv;
 use crate::wasm::fixture::{FixtureBackend, Write};
 use crate::wasm::module::{self, LoadError, Module};
+use crate::wasm::oci::RegistrySettings;
 use crate::wasm::permissions::Permissions;
 use crate::wasm::runtime::{Runtime, RuntimeError};
 use crate::wasm::state::Limits;
@@ -42,6 +44,9 @@ pub enum RenderError {
     /// The module could not be loaded.
     #[error(transparent)]
     Load(#[from] LoadError),
+    /// The module could not be read or pulled.
+    #[error(transparent)]
+    Source(#[from] SourceError),
     /// A file or folder of objects could not be read.
     #[error("reading {}: {source}", path.display())]
     Read {
@@ -157,18 +162,20 @@ impl Rendered {
     }
 }
 
-/// Loads the module at `module`, then calls `entry` with the one object in the file `object`
-/// and the objects of the files and folders of `cache`, on a deterministic runtime with the
-/// host's default limits.
+/// Loads the module (a file, or an artifact pulled as the host pulls it), then calls `entry`
+/// with the one object in the file `object` and the objects of the files and folders of
+/// `cache`, on a deterministic runtime with the host's default limits.
 pub async fn render_files(
-    module: &Path,
+    source: &ModuleSource,
     object: &Path,
     cache: &[PathBuf],
     entry: Entry,
+    registries: RegistrySettings,
 ) -> Result<Rendered, RenderError> {
     let runtime = Runtime::deterministic()?;
     let limits = Limits::from(crate::config::Limits::default());
-    let module = module::load(&runtime, module, &limits).await?;
+    let (origin, bytes) = source.read(registries).await?;
+    let module = module::load_bytes(&runtime, origin, bytes, &limits).await?;
     let mut objects = read_objects(object)?;
     if objects.len() != 1 {
         return Err(RenderError::NotOne {

@@ -489,11 +489,11 @@ impl Shared {
 }
 
 fn log_loaded(guest: &str, module: &Module, message: &str) {
-    tracing::info!(guest, path = %module.path.display(), digest = %module.digest, from_cache = module.from_cache, "{message}");
+    tracing::info!(guest, module = %module.origin, digest = %module.digest, from_cache = module.from_cache, "{message}");
 }
 
 fn log_reloaded(guest: &str, module: &Module, took: Duration, message: &str) {
-    tracing::info!(guest, path = %module.path.display(), digest = %module.digest, from_cache = module.from_cache, took = ?took, "{message}");
+    tracing::info!(guest, module = %module.origin, digest = %module.digest, from_cache = module.from_cache, took = ?took, "{message}");
 }
 
 fn settings(
@@ -590,7 +590,7 @@ mod tests {
             .err()
             .expect("the module is refused");
         assert!(
-            matches!(&error, HostError::Load(LoadError::Compile { path, .. }) if path.ends_with("bad.wasm")),
+            matches!(&error, HostError::Load(LoadError::Compile { origin, .. }) if origin.ends_with("bad.wasm")),
             "{error}"
         );
     }

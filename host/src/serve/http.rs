@@ -287,7 +287,7 @@ fn status(snapshot: &Snapshot) -> serde_json::Value {
             let h = &guest.tally;
             json!({
                 "name": guest.name,
-                "path": guest.path,
+                "module": guest.module,
                 "digest": h.digest,
                 "loadedAt": Timestamp::try_from(h.loaded_at).ok().map(|t| t.to_string()),
                 "counters": {

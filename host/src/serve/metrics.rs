@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::{Display, Write};
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use crate::cluster::selection::Selection;
@@ -30,8 +29,8 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub struct GuestSnapshot {
     /// The guest's name.
     pub name: String,
-    /// Its module file.
-    pub path: PathBuf,
+    /// Where its module comes from: a path or an OCI reference.
+    pub module: String,
     /// Its reconcile counters and module.
     pub tally: Tally,
     /// Its workqueue.
@@ -116,7 +115,7 @@ impl Snapshot {
             .iter()
             .map(|c| GuestSnapshot {
                 name: c.name().to_owned(),
-                path: c.module().path.clone(),
+                module: c.module().origin.clone(),
                 tally: c.tally(),
                 queue: c.queue().stats(),
                 max_concurrency: c.max_concurrency(),
@@ -632,7 +631,7 @@ mod tests {
     fn guest(name: &str) -> GuestSnapshot {
         GuestSnapshot {
             name: name.into(),
-            path: "/m/mirror.wasm".into(),
+            module: "/m/mirror.wasm".into(),
             tally: Tally {
                 loaded_at: SystemTime::UNIX_EPOCH,
                 digest: "ab".into(),

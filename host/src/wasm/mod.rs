@@ -16,6 +16,8 @@ pub mod imports;
 pub mod imports_0_1;
 pub mod limits;
 pub mod module;
+pub mod oci;
 pub mod permissions;
 pub mod runtime;
 pub mod state;
+pub mod store;

@@ -1,7 +1,7 @@
 //! Loading a guest module: compile it off the async executor, check that it implements the
 //! contract at the supported version, pre-link it, and read and validate what it declares.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -23,45 +23,45 @@ use crate::wasm::state::{CallState, Limits};
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file could not be read.
-    #[error("reading {path}: {source}")]
+    #[error("reading {origin}: {source}")]
     Read {
-        /// The module's path.
-        path: PathBuf,
+        /// Where the module comes from: its path or OCI reference.
+        origin: String,
         /// The underlying error.
         #[source]
         source: std::io::Error,
     },
     /// The bytes are not a valid WebAssembly component.
-    #[error("{path} is not a valid WebAssembly component: {message}")]
+    #[error("{origin} is not a valid WebAssembly component: {message}")]
     Compile {
-        /// The module's path.
-        path: PathBuf,
+        /// Where the module comes from: its path or OCI reference.
+        origin: String,
         /// What the compiler reported.
         message: String,
     },
     /// The component does not implement the contract, or imports what the host does not give.
     #[error(
-        "{path} does not match the `kubewasm:controller` world (this host implements {GUEST_INTERFACE} and {GUEST_INTERFACE_0_1}): {message}"
+        "{origin} does not match the `kubewasm:controller` world (this host implements {GUEST_INTERFACE} and {GUEST_INTERFACE_0_1}): {message}"
     )]
     World {
-        /// The module's path.
-        path: PathBuf,
+        /// Where the module comes from: its path or OCI reference.
+        origin: String,
         /// What the linker reported.
         message: String,
     },
     /// The component's `metadata` export failed.
-    #[error("{path}: calling metadata() failed: {message}")]
+    #[error("{origin}: calling metadata() failed: {message}")]
     Metadata {
-        /// The module's path.
-        path: PathBuf,
+        /// Where the module comes from: its path or OCI reference.
+        origin: String,
         /// The trap or error.
         message: String,
     },
     /// What the component declares is not valid.
-    #[error("{path}: invalid metadata: {message}")]
+    #[error("{origin}: invalid metadata: {message}")]
     Invalid {
-        /// The module's path.
-        path: PathBuf,
+        /// Where the module comes from: its path or OCI reference.
+        origin: String,
         /// What is wrong.
         message: String,
     },
@@ -69,8 +69,8 @@ pub enum LoadError {
 
 /// A compiled, pre-linked and validated module, ready to be instantiated for each call.
 pub struct Module {
-    /// Where it was loaded from.
-    pub path: PathBuf,
+    /// Where it was loaded from: its path or OCI reference.
+    pub origin: String,
     /// SHA-256 of its bytes, hex.
     pub digest: String,
     /// When it was loaded.
@@ -90,16 +90,27 @@ pub async fn load(
     path: &Path,
     limits: &Limits,
 ) -> Result<Arc<Module>, LoadError> {
+    let origin = path.display().to_string();
     let bytes = tokio::fs::read(path)
         .await
         .map_err(|source| LoadError::Read {
-            path: path.to_owned(),
+            origin: origin.clone(),
             source,
         })?;
+    load_bytes(runtime, origin, bytes, limits).await
+}
+
+/// Compiles and validates the module `bytes`, which came from `origin`.
+pub async fn load_bytes(
+    runtime: &Runtime,
+    origin: String,
+    bytes: Vec<u8>,
+    limits: &Limits,
+) -> Result<Arc<Module>, LoadError> {
     // The compiler would also read WebAssembly text, and report anything else as bad text.
     if !bytes.starts_with(b"\0asm") {
         return Err(LoadError::Compile {
-            path: path.to_owned(),
+            origin,
             message: "not a WebAssembly binary: it does not start with the magic bytes \\0asm"
                 .into(),
         });
@@ -107,21 +118,21 @@ pub async fn load(
     let digest = sha256_hex(&bytes);
     let (pre, from_cache) = match runtime.linked(&digest) {
         Some(pre) => (pre, true),
-        None => link(runtime, path, bytes, &digest).await?,
+        None => link(runtime, &origin, bytes, &digest).await?,
     };
     let declared = read_metadata(runtime, &pre, limits)
         .await
         .map_err(|message| LoadError::Metadata {
-            path: path.to_owned(),
+            origin: origin.clone(),
             message,
         })?;
     let metadata = declaration::validate(declared).map_err(|message| LoadError::Invalid {
-        path: path.to_owned(),
+        origin: origin.clone(),
         message,
     })?;
     runtime.share(&digest, &pre);
     Ok(Arc::new(Module {
-        path: path.to_owned(),
+        origin,
         digest,
         loaded_at: SystemTime::now(),
         from_cache,
@@ -134,7 +145,7 @@ pub async fn load(
 /// returns the pre-linked component and whether the compiled code came from the cache.
 async fn link(
     runtime: &Runtime,
-    path: &Path,
+    origin: &str,
     bytes: Vec<u8>,
     digest: &str,
 ) -> Result<(Arc<GuestPre<CallState>>, bool), LoadError> {
@@ -146,11 +157,11 @@ async fn link(
             .expect("compilation does not panic")
     };
     let Compiled { component, cached } = compiled.map_err(|e| LoadError::Compile {
-        path: path.to_owned(),
+        origin: origin.to_owned(),
         message: format!("{e:#}"),
     })?;
     let world_error = |e: wasmtime::Error| LoadError::World {
-        path: path.to_owned(),
+        origin: origin.to_owned(),
         message: format!("{e:#}"),
     };
     let instance_pre = runtime

@@ -1,0 +1,866 @@
+//! Modules delivered through OCI registries, in the CNCF layout for WebAssembly artifacts: an
+//! image manifest whose config has media type [`CONFIG_MEDIA_TYPE`] and whose one layer, of
+//! media type [`LAYER_MEDIA_TYPE`], is the component's bytes.
+//!
+//! A pull reads the manifest and the config first and refuses, before the layer is fetched, an
+//! artifact of another layout, a config that does not describe a component exporting the
+//! contract, and a layer over the size limit. The layer is then taken from the
+//! [`ModuleStore`] when it holds that digest, else fetched with its size bounded and its
+//! SHA-256 verified, and stored. A manifest pulled by digest is verified against it.
+//!
+//! Registries on a loopback address, and those named insecure, are spoken to in plain HTTP, as
+//! the container runtimes do; every other one in HTTPS, verified against the system's roots.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::sync::Mutex;
+
+use base64::Engine as _;
+use futures::StreamExt;
+use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::{OciDescriptor, OciImageManifest};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde::{Deserialize, Serialize};
+
+use crate::wasm::bindings::{GUEST_INTERFACE, GUEST_INTERFACE_0_1};
+use crate::wasm::module::sha256_hex;
+use crate::wasm::store::ModuleStore;
+
+/// Media type of an OCI image manifest.
+pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// Media type of the config of a WebAssembly artifact.
+pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+/// Media type of the layer holding a WebAssembly component.
+pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// The largest config blob read; real ones are a few hundred bytes.
+const MAX_CONFIG_BYTES: i64 = 1 << 20;
+
+/// The config of a WebAssembly artifact, as the CNCF layout defines it. Fields other tools
+/// leave out are optional here, so that their artifacts are read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct WasmConfig {
+    /// When the artifact was made (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
+    /// Who made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    /// Always `wasm`.
+    #[serde(default)]
+    pub architecture: String,
+    /// `wasip2` for a component, `wasip1` for a core module.
+    #[serde(default)]
+    pub os: String,
+    /// The digests of the manifest's layers, in order.
+    #[serde(default)]
+    pub layer_digests: Vec<String>,
+    /// The component's imports and exports; required when `os` is `wasip2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<ComponentConfig>,
+}
+
+/// What a component imports and exports, by interface name.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentConfig {
+    /// The names the component exports.
+    #[serde(default)]
+    pub exports: Vec<String>,
+    /// The names the component imports.
+    #[serde(default)]
+    pub imports: Vec<String>,
+    /// The world it targets, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+impl WasmConfig {
+    /// The config of the component `bytes`, whose imports and exports are read from the binary
+    /// without compiling it. Refuses bytes that are not a component exporting the contract.
+    pub fn of_component(bytes: &[u8], created: String) -> Result<Self, String> {
+        let (imports, exports) = component_names(bytes)?;
+        let config = Self {
+            created: Some(created),
+            author: None,
+            architecture: "wasm".into(),
+            os: "wasip2".into(),
+            layer_digests: vec![format!("sha256:{}", sha256_hex(bytes))],
+            component: Some(ComponentConfig {
+                exports,
+                imports,
+                target: None,
+            }),
+        };
+        config.contract()?;
+        Ok(config)
+    }
+
+    /// The contract interface the config says the component exports. Refuses a core module and
+    /// a component of another world.
+    pub fn contract(&self) -> Result<&'static str, String> {
+        if self.os != "wasip2" {
+            return Err(format!(
+                "the artifact is not a component: its config says os {:?}, not \"wasip2\"",
+                self.os
+            ));
+        }
+        let Some(component) = &self.component else {
+            return Err("the artifact's config does not list the component's exports".into());
+        };
+        [GUEST_INTERFACE, GUEST_INTERFACE_0_1]
+            .into_iter()
+            .find(|c| component.exports.iter().any(|e| e == c))
+            .ok_or_else(|| {
+                format!(
+                    "the component exports {}, not {GUEST_INTERFACE} or {GUEST_INTERFACE_0_1}",
+                    if component.exports.is_empty() {
+                        "nothing".to_owned()
+                    } else {
+                        component.exports.join(", ")
+                    }
+                )
+            })
+    }
+}
+
+/// The names a component binary imports and exports at its top level, read without compiling
+/// it.
+pub fn component_names(bytes: &[u8]) -> Result<(Vec<String>, Vec<String>), String> {
+    use wasmparser::{Encoding, Parser, Payload};
+    let not_a_component = |detail: &str| format!("not a WebAssembly component: {detail}");
+    if !bytes.starts_with(b"\0asm") {
+        return Err(not_a_component(
+            "it does not start with the magic bytes \\0asm",
+        ));
+    }
+    let (mut imports, mut exports) = (Vec::new(), Vec::new());
+    let mut depth = 0usize;
+    for payload in Parser::new(0).parse_all(bytes) {
+        match payload.map_err(|e| not_a_component(&e.to_string()))? {
+            Payload::Version { encoding, .. } => {
+                if depth == 0 && encoding != Encoding::Component {
+                    return Err(not_a_component("it is a core module"));
+                }
+                depth += 1;
+            }
+            Payload::End(_) => depth -= 1,
+            Payload::ComponentImportSection(section) if depth == 1 => {
+                for import in section {
+                    let import = import.map_err(|e| not_a_component(&e.to_string()))?;
+                    imports.push(import.name.name.to_owned());
+                }
+            }
+            Payload::ComponentExportSection(section) if depth == 1 => {
+                for export in section {
+                    let export = export.map_err(|e| not_a_component(&e.to_string()))?;
+                    exports.push(export.name.name.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((imports, exports))
+}
+
+/// Why a module could not be pulled or pushed.
+#[derive(Debug, thiserror::Error)]
+pub enum OciError {
+    /// The reference does not parse.
+    #[error("{reference:?} is not an OCI reference: {message}")]
+    Reference {
+        /// The text given.
+        reference: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The registry could not be reached, or answered with a server error: worth retrying.
+    #[error("registry {registry} unreachable: {message}")]
+    Unreachable {
+        /// The registry's host.
+        registry: String,
+        /// What failed.
+        message: String,
+    },
+    /// The registry refused the credentials, or gave none the access asked for.
+    #[error("registry {registry} refused access to {reference}: {message}")]
+    Unauthorized {
+        /// The registry's host.
+        registry: String,
+        /// The reference.
+        reference: String,
+        /// What the registry said.
+        message: String,
+    },
+    /// No manifest or blob has that name, tag or digest.
+    #[error("{reference} not found: {message}")]
+    NotFound {
+        /// The reference.
+        reference: String,
+        /// What the registry said.
+        message: String,
+    },
+    /// The artifact is not a WebAssembly component in the CNCF layout.
+    #[error("{reference} is not a WebAssembly component artifact: {message}")]
+    MediaType {
+        /// The reference.
+        reference: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The component does not export the contract this host implements.
+    #[error("{reference}: {message}")]
+    World {
+        /// The reference.
+        reference: String,
+        /// What the config says.
+        message: String,
+    },
+    /// The module is larger than the host accepts.
+    #[error("{reference}: the module is {size} bytes, over the limit of {limit}")]
+    TooLarge {
+        /// The reference.
+        reference: String,
+        /// Its size, or the bytes read before the limit was passed.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// Content did not match the digest that names it.
+    #[error("{reference}: digest mismatch: {message}")]
+    Digest {
+        /// The reference.
+        reference: String,
+        /// Expected and actual digests.
+        message: String,
+    },
+    /// Any other failure the registry or the client reported.
+    #[error("{reference}: {message}")]
+    Other {
+        /// The reference.
+        reference: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+impl OciError {
+    /// Whether the same request may succeed later without any change: the registry was down,
+    /// overloaded or failed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Unreachable { .. })
+    }
+
+    /// A short CamelCase reason for conditions, Events and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Reference { .. } => "InvalidReference",
+            Self::Unreachable { .. } => "RegistryUnreachable",
+            Self::Unauthorized { .. } => "RegistryUnauthorized",
+            Self::NotFound { .. } => "ArtifactNotFound",
+            Self::MediaType { .. } => "WrongMediaType",
+            Self::World { .. } => "WrongWorld",
+            Self::TooLarge { .. } => "ModuleTooLarge",
+            Self::Digest { .. } => "DigestMismatch",
+            Self::Other { .. } => "PullFailed",
+        }
+    }
+
+    fn from_client(reference: &Reference, error: OciDistributionError) -> Self {
+        let registry = reference.resolve_registry().to_owned();
+        let reference = reference.whole();
+        let message = error.to_string();
+        match error {
+            OciDistributionError::RequestError(e) if e.is_connect() || e.is_timeout() => {
+                Self::Unreachable { registry, message }
+            }
+            OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => {
+                Self::Unreachable { registry, message }
+            }
+            OciDistributionError::ServerError { code, .. } if code >= 500 || code == 429 => {
+                Self::Unreachable { registry, message }
+            }
+            OciDistributionError::ServerError { code: 404, .. }
+            | OciDistributionError::ImageManifestNotFoundError(_) => {
+                Self::NotFound { reference, message }
+            }
+            OciDistributionError::ServerError {
+                code: 401 | 403, ..
+            }
+            | OciDistributionError::UnauthorizedError { .. }
+            | OciDistributionError::AuthenticationFailure(_) => Self::Unauthorized {
+                registry,
+                reference,
+                message,
+            },
+            OciDistributionError::RegistryError { ref envelope, .. } => {
+                let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
+                if codes.iter().any(|c| {
+                    matches!(
+                        c,
+                        OciErrorCode::ManifestUnknown
+                            | OciErrorCode::BlobUnknown
+                            | OciErrorCode::NameUnknown
+                            | OciErrorCode::NotFound
+                    )
+                }) {
+                    Self::NotFound { reference, message }
+                } else if codes
+                    .iter()
+                    .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
+                {
+                    Self::Unauthorized {
+                        registry,
+                        reference,
+                        message,
+                    }
+                } else if codes
+                    .iter()
+                    .any(|c| matches!(c, OciErrorCode::Toomanyrequests))
+                {
+                    Self::Unreachable { registry, message }
+                } else {
+                    Self::Other { reference, message }
+                }
+            }
+            OciDistributionError::DigestError(_) => Self::Digest { reference, message },
+            OciDistributionError::UnsupportedMediaTypeError(_)
+            | OciDistributionError::IncompatibleLayerMediaTypeError(_) => {
+                Self::MediaType { reference, message }
+            }
+            _ => Self::Other { reference, message },
+        }
+    }
+}
+
+/// Parses an OCI reference (`registry/repository:tag`, `...@sha256:...`, or both).
+pub fn parse_reference(text: &str) -> Result<Reference, OciError> {
+    text.parse::<Reference>().map_err(|e| OciError::Reference {
+        reference: text.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// Whether `text` names an artifact in a registry rather than a file: it parses as a reference
+/// whose first component is a registry host (it holds a `.` or a `:`, or is `localhost`).
+pub fn looks_like_reference(text: &str) -> bool {
+    let Some((host, _)) = text.split_once('/') else {
+        return false;
+    };
+    (host.contains('.') || host.contains(':') || host == "localhost")
+        && !text.starts_with('.')
+        && parse_reference(text).is_ok()
+}
+
+/// How registries are reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistrySettings {
+    /// Registries (`host` or `host:port`) spoken to in plain HTTP, besides loopback ones.
+    pub insecure: Vec<String>,
+    /// The largest module accepted, in bytes.
+    pub max_module_bytes: u64,
+}
+
+impl Default for RegistrySettings {
+    fn default() -> Self {
+        Self {
+            insecure: Vec::new(),
+            max_module_bytes: 256 << 20,
+        }
+    }
+}
+
+/// An artifact whose manifest and config were read and accepted; its layer not yet fetched.
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    /// The reference as asked for.
+    pub reference: Reference,
+    /// The manifest's digest (`sha256:...`): what a reference pins.
+    pub manifest_digest: String,
+    /// The component layer.
+    pub layer: OciDescriptor,
+    /// The contract interface the config says the component exports.
+    pub contract: &'static str,
+}
+
+impl Artifact {
+    /// The SHA-256 of the component's bytes, hex, as modules are known by.
+    pub fn module_digest(&self) -> &str {
+        self.layer
+            .digest
+            .strip_prefix("sha256:")
+            .unwrap_or(&self.layer.digest)
+    }
+
+    /// The reference pinned to the manifest's digest: `registry/repository@sha256:...`.
+    pub fn pinned(&self) -> String {
+        format!(
+            "{}/{}@{}",
+            self.reference.registry(),
+            self.reference.repository(),
+            self.manifest_digest
+        )
+    }
+}
+
+/// Pulls and pushes modules, with one client per registry (so tokens are reused) and the store.
+pub struct Registries {
+    settings: RegistrySettings,
+    store: ModuleStore,
+    clients: Mutex<HashMap<String, Client>>,
+}
+
+impl Registries {
+    /// Registries reached as `settings` say, with pulled modules kept in `store`.
+    pub fn new(settings: RegistrySettings, store: ModuleStore) -> Self {
+        // The API client uses ring; the registry client uses the process's default provider.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Self {
+            settings,
+            store,
+            clients: Mutex::default(),
+        }
+    }
+
+    /// The settings these registries were made with.
+    pub fn settings(&self) -> &RegistrySettings {
+        &self.settings
+    }
+
+    fn client(&self, reference: &Reference) -> Client {
+        let registry = reference.resolve_registry().to_owned();
+        let mut clients = self.clients.lock().expect("registry clients lock");
+        clients
+            .entry(registry.clone())
+            .or_insert_with(|| {
+                let plain = is_loopback(&registry) || self.settings.insecure.contains(&registry);
+                Client::new(ClientConfig {
+                    protocol: if plain {
+                        ClientProtocol::Http
+                    } else {
+                        ClientProtocol::Https
+                    },
+                    connect_timeout: Some(std::time::Duration::from_secs(10)),
+                    read_timeout: Some(std::time::Duration::from_secs(60)),
+                    user_agent: concat!("kubewasm/", env!("CARGO_PKG_VERSION")),
+                    ..ClientConfig::default()
+                })
+            })
+            .clone()
+    }
+
+    /// The digest of the manifest `reference` names now (a HEAD request): how a tag is
+    /// re-resolved without pulling.
+    pub async fn digest(
+        &self,
+        reference: &Reference,
+        auth: &RegistryAuth,
+    ) -> Result<String, OciError> {
+        self.client(reference)
+            .fetch_manifest_digest(reference, auth)
+            .await
+            .map_err(|e| OciError::from_client(reference, e))
+    }
+
+    /// Reads the manifest and config `reference` names and accepts them as a component of the
+    /// contract under the size limit; fetches no layer.
+    pub async fn resolve(
+        &self,
+        reference: &Reference,
+        auth: &RegistryAuth,
+    ) -> Result<Artifact, OciError> {
+        let client = self.client(reference);
+        let failed = |e| OciError::from_client(reference, e);
+        let wrong = |message: String| OciError::MediaType {
+            reference: reference.whole(),
+            message,
+        };
+        let (manifest, manifest_digest) = client
+            .pull_image_manifest(reference, auth)
+            .await
+            .map_err(failed)?;
+        if let Some(media_type) = &manifest.media_type
+            && media_type != MANIFEST_MEDIA_TYPE
+        {
+            return Err(wrong(format!("the manifest is {media_type}")));
+        }
+        if manifest.config.media_type != CONFIG_MEDIA_TYPE {
+            return Err(wrong(format!(
+                "its config is {}, not {CONFIG_MEDIA_TYPE}",
+                manifest.config.media_type
+            )));
+        }
+        let [layer] = manifest.layers.as_slice() else {
+            return Err(wrong(format!(
+                "it has {} layers; a component artifact has one",
+                manifest.layers.len()
+            )));
+        };
+        if layer.media_type != LAYER_MEDIA_TYPE {
+            return Err(wrong(format!(
+                "its layer is {}, not {LAYER_MEDIA_TYPE}",
+                layer.media_type
+            )));
+        }
+        if !layer.digest.starts_with("sha256:") {
+            return Err(wrong(format!(
+                "its layer's digest {} is not SHA-256",
+                layer.digest
+            )));
+        }
+        if manifest.config.size > MAX_CONFIG_BYTES {
+            return Err(wrong(format!(
+                "its config is {} bytes; a component's config is small",
+                manifest.config.size
+            )));
+        }
+        let mut text = Vec::new();
+        client
+            .pull_blob(reference, &manifest.config, &mut text)
+            .await
+            .map_err(failed)?;
+        let config: WasmConfig = serde_json::from_slice(&text)
+            .map_err(|e| wrong(format!("its config does not parse: {e}")))?;
+        let contract = config.contract().map_err(|message| OciError::World {
+            reference: reference.whole(),
+            message,
+        })?;
+        let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
+        if size > self.settings.max_module_bytes {
+            return Err(OciError::TooLarge {
+                reference: reference.whole(),
+                size,
+                limit: self.settings.max_module_bytes,
+            });
+        }
+        Ok(Artifact {
+            reference: reference.clone(),
+            manifest_digest,
+            layer: layer.clone(),
+            contract,
+        })
+    }
+
+    /// The component bytes of `artifact`: from the store when it holds them, else fetched
+    /// (bounded by the size limit, verified against the layer's digest) and stored.
+    pub async fn fetch(
+        &self,
+        artifact: &Artifact,
+        auth: &RegistryAuth,
+    ) -> Result<Vec<u8>, OciError> {
+        let digest = artifact.module_digest().to_owned();
+        let store = self.store.clone();
+        let wanted = digest.clone();
+        if let Some(bytes) = blocking(move || store.get(&wanted)).await {
+            return Ok(bytes);
+        }
+        let reference = &artifact.reference;
+        let limit = self.settings.max_module_bytes;
+        let too_large = |size| OciError::TooLarge {
+            reference: reference.whole(),
+            size,
+            limit,
+        };
+        let client = self.client(reference);
+        client
+            .store_auth_if_needed(reference.resolve_registry(), auth)
+            .await;
+        let mut stream = client
+            .pull_blob_stream(reference, &artifact.layer)
+            .await
+            .map_err(|e| OciError::from_client(reference, e))?;
+        let expected = u64::try_from(artifact.layer.size).unwrap_or(u64::MAX);
+        let mut bytes = Vec::with_capacity(usize::try_from(expected.min(limit)).unwrap_or(0));
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| OciError::Unreachable {
+                registry: reference.resolve_registry().to_owned(),
+                message: format!("reading {}: {e}", artifact.layer.digest),
+            })?;
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() as u64 > limit {
+                return Err(too_large(bytes.len() as u64));
+            }
+        }
+        let store = self.store.clone();
+        let (bytes, actual) = blocking(move || {
+            let actual = sha256_hex(&bytes);
+            if actual == digest {
+                store.put(&digest, &bytes);
+            }
+            (bytes, actual)
+        })
+        .await;
+        if actual != artifact.module_digest() {
+            return Err(OciError::Digest {
+                reference: reference.whole(),
+                message: format!(
+                    "the layer should be {}, its bytes are sha256:{actual}",
+                    artifact.layer.digest
+                ),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Publishes the component `bytes` as `reference` in the CNCF layout; returns the
+    /// manifest's digest. Refuses bytes that are not a component exporting the contract.
+    pub async fn push(
+        &self,
+        reference: &Reference,
+        bytes: Vec<u8>,
+        auth: &RegistryAuth,
+        created: String,
+    ) -> Result<String, OciError> {
+        let config =
+            WasmConfig::of_component(&bytes, created).map_err(|message| OciError::World {
+                reference: reference.whole(),
+                message,
+            })?;
+        let config = Config {
+            data: serde_json::to_vec(&config)
+                .expect("the config serializes")
+                .into(),
+            media_type: CONFIG_MEDIA_TYPE.into(),
+            annotations: None,
+        };
+        let layers = [ImageLayer {
+            data: bytes.into(),
+            media_type: LAYER_MEDIA_TYPE.into(),
+            annotations: None,
+        }];
+        let mut manifest = OciImageManifest::build(&layers, &config, None::<BTreeMap<_, _>>);
+        manifest.media_type = Some(MANIFEST_MEDIA_TYPE.into());
+        let digest = format!(
+            "sha256:{}",
+            sha256_hex(&serde_json::to_vec(&manifest).expect("the manifest serializes"))
+        );
+        let client = self.client(reference);
+        let failed = |e| OciError::from_client(reference, e);
+        client
+            .push(reference, &layers, config, auth, Some(manifest))
+            .await
+            .map_err(failed)?;
+        // The registry names the manifest by the digest of the bytes it stored: ask it.
+        let pushed = client
+            .fetch_manifest_digest(reference, auth)
+            .await
+            .map_err(failed)?;
+        if pushed != digest {
+            tracing::debug!(%pushed, computed = %digest, "the registry re-encoded the manifest");
+        }
+        Ok(pushed)
+    }
+}
+
+/// Runs file reads and hashing of whole modules off the async executor.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(work)
+        .await
+        .expect("reading and hashing modules does not panic")
+}
+
+/// Whether `registry` (`host` or `host:port`) is a loopback address.
+fn is_loopback(registry: &str) -> bool {
+    let host = match registry.rsplit_once(':') {
+        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
+        _ => registry,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Why a `kubernetes.io/dockerconfigjson` Secret gave no credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    /// The text does not parse as a Docker config.
+    #[error("not a Docker config JSON: {0}")]
+    Parse(String),
+    /// An entry's `auth` is not base64 of `user:password`.
+    #[error("the entry for {0} has an `auth` that is not base64 of user:password")]
+    Auth(String),
+}
+
+/// The credentials a Docker config (`.dockerconfigjson`, `~/.docker/config.json`) holds for
+/// `registry`: anonymous when it has no entry for it. Entries are matched by host, whatever
+/// scheme or path their key carries; Docker Hub's legacy key matches `docker.io`.
+pub fn credentials(config: &[u8], registry: &str) -> Result<RegistryAuth, CredentialsError> {
+    #[derive(Deserialize)]
+    struct DockerConfig {
+        #[serde(default)]
+        auths: BTreeMap<String, Entry>,
+    }
+    #[derive(Deserialize)]
+    struct Entry {
+        auth: Option<String>,
+        username: Option<String>,
+        password: Option<String>,
+        identitytoken: Option<String>,
+    }
+    let config: DockerConfig =
+        serde_json::from_slice(config).map_err(|e| CredentialsError::Parse(e.to_string()))?;
+    let host = |key: &str| {
+        let key = key.split_once("://").map_or(key, |(_, rest)| rest);
+        let key = key.split('/').next().unwrap_or(key);
+        match key {
+            "index.docker.io" | "registry-1.docker.io" | "docker.io" => "docker.io".to_owned(),
+            other => other.to_owned(),
+        }
+    };
+    let wanted = host(registry);
+    let Some((key, entry)) = config.auths.iter().find(|(key, _)| host(key) == wanted) else {
+        return Ok(RegistryAuth::Anonymous);
+    };
+    if let Some(token) = &entry.identitytoken {
+        return Ok(RegistryAuth::Bearer(token.clone()));
+    }
+    if let (Some(username), Some(password)) = (&entry.username, &entry.password) {
+        return Ok(RegistryAuth::Basic(username.clone(), password.clone()));
+    }
+    if let Some(auth) = &entry.auth {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(auth.trim())
+            .ok()
+            .and_then(|d| String::from_utf8(d).ok())
+            .ok_or_else(|| CredentialsError::Auth(key.clone()))?;
+        let (username, password) = decoded
+            .split_once(':')
+            .ok_or_else(|| CredentialsError::Auth(key.clone()))?;
+        return Ok(RegistryAuth::Basic(username.into(), password.into()));
+    }
+    Ok(RegistryAuth::Anonymous)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_of_a_component_names_what_it_exports() {
+        let component = wat::parse_str(
+            r#"(component
+                (import "wasi:cli/environment@0.2.0" (instance))
+                (instance $guest)
+                (export "kubewasm:controller/guest@0.2.0" (instance $guest)))"#,
+        )
+        .unwrap();
+        let config = WasmConfig::of_component(&component, "2026-01-01T00:00:00Z".into()).unwrap();
+        let names = config.component.as_ref().unwrap();
+        assert_eq!(names.exports, ["kubewasm:controller/guest@0.2.0"]);
+        assert_eq!(names.imports, ["wasi:cli/environment@0.2.0"]);
+        assert_eq!(config.contract().unwrap(), GUEST_INTERFACE);
+        assert_eq!(
+            config.layer_digests,
+            [format!("sha256:{}", sha256_hex(&component))]
+        );
+        // The layout's field names.
+        let json = serde_json::to_value(&config).unwrap();
+        assert_eq!(json["os"], "wasip2");
+        assert_eq!(json["architecture"], "wasm");
+        assert!(json["layerDigests"].is_array());
+    }
+
+    #[test]
+    fn a_core_module_or_another_world_is_refused() {
+        let core = wat::parse_str("(module)").unwrap();
+        let error = WasmConfig::of_component(&core, String::new()).unwrap_err();
+        assert!(error.contains("core module"), "{error}");
+        let other = wat::parse_str(
+            r#"(component (instance $i) (export "example:other/thing@1.0.0" (instance $i)))"#,
+        )
+        .unwrap();
+        let error = WasmConfig::of_component(&other, String::new()).unwrap_err();
+        assert!(error.contains("example:other/thing@1.0.0"), "{error}");
+        let error = WasmConfig::of_component(b"garbage", String::new()).unwrap_err();
+        assert!(error.contains("magic bytes"), "{error}");
+    }
+
+    #[test]
+    fn a_config_of_other_tools_is_read() {
+        // As other tools write it: no `component.target`, an author, unknown fields.
+        let config: WasmConfig = serde_json::from_str(
+            r#"{"created":"2025-01-01T00:00:00Z","author":"a","architecture":"wasm","os":"wasip2",
+                "layerDigests":["sha256:00"],"extra":1,
+                "component":{"exports":["kubewasm:controller/guest@0.1.0"],"imports":[]}}"#,
+        )
+        .unwrap();
+        assert_eq!(config.contract().unwrap(), GUEST_INTERFACE_0_1);
+        let module: WasmConfig =
+            serde_json::from_str(r#"{"architecture":"wasm","os":"wasip1"}"#).unwrap();
+        assert!(module.contract().unwrap_err().contains("not a component"));
+    }
+
+    #[test]
+    fn references_are_told_from_paths() {
+        for reference in [
+            "127.0.0.1:5000/podset:v1",
+            "ghcr.io/team/podset@sha256:0123456789012345678901234567890123456789012345678901234567890123",
+            "localhost/podset:v1",
+        ] {
+            assert!(looks_like_reference(reference), "{reference}");
+        }
+        for path in [
+            "podset.wasm",
+            "./podset.wasm",
+            "target/podset.wasm",
+            "/abs/x.wasm",
+            "a/b",
+        ] {
+            assert!(!looks_like_reference(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn loopback_registries_are_plain_http() {
+        for registry in [
+            "127.0.0.1:5000",
+            "localhost:5000",
+            "localhost",
+            "[::1]:5000",
+            "127.1.2.3",
+        ] {
+            assert!(is_loopback(registry), "{registry}");
+        }
+        for registry in ["ghcr.io", "10.0.0.1:5000", "registry.local:5000"] {
+            assert!(!is_loopback(registry), "{registry}");
+        }
+    }
+
+    #[test]
+    fn credentials_are_found_by_registry_host() {
+        let auth = base64::engine::general_purpose::STANDARD.encode("user:pa:ss");
+        let config = format!(
+            r#"{{"auths":{{
+                "https://127.0.0.1:5000/v2/":{{"auth":"{auth}"}},
+                "https://index.docker.io/v1/":{{"username":"hub","password":"secret"}},
+                "ghcr.io":{{"identitytoken":"token"}},
+                "broken.io":{{"auth":"!!"}}}}}}"#
+        );
+        let config = config.as_bytes();
+        assert_eq!(
+            credentials(config, "127.0.0.1:5000").unwrap(),
+            RegistryAuth::Basic("user".into(), "pa:ss".into())
+        );
+        assert_eq!(
+            credentials(config, "index.docker.io").unwrap(),
+            RegistryAuth::Basic("hub".into(), "secret".into())
+        );
+        assert_eq!(
+            credentials(config, "ghcr.io").unwrap(),
+            RegistryAuth::Bearer("token".into())
+        );
+        assert_eq!(
+            credentials(config, "quay.io").unwrap(),
+            RegistryAuth::Anonymous
+        );
+        assert!(matches!(
+            credentials(config, "broken.io"),
+            Err(CredentialsError::Auth(_))
+        ));
+        assert!(matches!(
+            credentials(b"{", "quay.io"),
+            Err(CredentialsError::Parse(_))
+        ));
+    }
+}
