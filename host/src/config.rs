@@ -245,12 +245,45 @@ impl FromStr for BindAddress {
     }
 }
 
-/// One module to load, with the file's overrides of what the module declares.
+/// Where a module's bytes come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A `.wasm` file; in the configuration file, resolved against its folder, without `.`
+    /// segments (`..` is kept; existence is not checked here).
+    File(PathBuf),
+    /// An artifact in an OCI registry.
+    Image(ImageSource),
+    /// A key of a ConfigMap in the controller object's namespace.
+    ConfigMap(KeyRef),
+    /// A key of a Secret in the controller object's namespace.
+    Secret(KeyRef),
+}
+
+/// An OCI artifact and how it is followed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageSource {
+    /// The reference, by tag, digest or both.
+    pub reference: String,
+    /// A `kubernetes.io/dockerconfigjson` Secret of the object's namespace.
+    pub pull_secret: Option<String>,
+    /// How often a tag is resolved again; `None` never (and for a reference by digest).
+    pub poll: Option<Duration>,
+}
+
+/// A key of a ConfigMap or Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRef {
+    /// The object's name.
+    pub name: String,
+    /// The key.
+    pub key: String,
+}
+
+/// One module to load, with the overrides of what the module declares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModuleConfig {
-    /// The `.wasm` component, resolved against the configuration file's folder, without `.`
-    /// segments (`..` is kept; existence is not checked here).
-    pub path: PathBuf,
+    /// Where the module comes from; always a file in the configuration file.
+    pub source: Source,
     /// Replaces the module's declared name; a DNS-1123 label.
     pub name: Option<String>,
     /// Replaces the module's declared max-concurrency; within `1..=MAX_CONCURRENCY`.
@@ -436,6 +469,16 @@ impl Grant {
     }
 }
 
+impl ModuleConfig {
+    /// The module's file, when it is one.
+    pub fn file(&self) -> Option<&Path> {
+        match &self.source {
+            Source::File(path) => Some(path),
+            _ => None,
+        }
+    }
+}
+
 impl Config {
     /// Reads and validates the file at `path`; relative module paths resolve against its folder.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -585,10 +628,10 @@ fn parse(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
     let mut modules: Vec<ModuleConfig> = Vec::with_capacity(raw.modules.len());
     for (i, module) in raw.modules.into_iter().enumerate() {
         let module = validate_module(module, &format!("modules[{i}]"), base_dir, &queue)?;
-        if let Some(j) = modules.iter().position(|m| m.path == module.path) {
+        if let Some(j) = modules.iter().position(|m| m.source == module.source) {
             return Err(invalid(
                 format!("modules[{i}].path"),
-                format!("{:?} is also the path of modules[{j}]", module.path),
+                format!("{:?} is also the path of modules[{j}]", module.file().unwrap_or(Path::new(""))),
             ));
         }
         if let Some(name) = &module.name
@@ -737,7 +780,7 @@ fn validate_module(
         .collect::<Result<_, _>>()?;
     Ok(ModuleConfig {
         // Collecting the components drops `.` segments: `dir/./a.wasm` becomes `dir/a.wasm`.
-        path: base_dir.join(raw.path).components().collect(),
+        source: Source::File(base_dir.join(raw.path).components().collect()),
         name: raw.name,
         max_concurrency: raw.max_concurrency,
         resync_seconds: raw.resync_seconds,
@@ -1147,7 +1190,7 @@ queue:
         assert_eq!(
             config.modules[0],
             ModuleConfig {
-                path: PathBuf::from("/etc/kubewasm/podset.wasm"),
+                source: Source::File(PathBuf::from("/etc/kubewasm/podset.wasm")),
                 name: Some("podset".into()),
                 max_concurrency: Some(4),
                 resync_seconds: Some(300),
@@ -1218,8 +1261,8 @@ queue:
             }
         );
         assert_eq!(
-            config.modules[1].path,
-            PathBuf::from("/opt/modules/other.wasm")
+            config.modules[1].source,
+            Source::File(PathBuf::from("/opt/modules/other.wasm"))
         );
         assert_eq!(config.modules[1].limits.memory_bytes, 128 << 20);
         assert_eq!(
@@ -1240,7 +1283,7 @@ queue:
             config,
             Config {
                 modules: vec![ModuleConfig {
-                    path: PathBuf::from("/etc/kubewasm/a.wasm"),
+                    source: Source::File(PathBuf::from("/etc/kubewasm/a.wasm")),
                     name: None,
                     max_concurrency: None,
                     resync_seconds: None,
@@ -1289,7 +1332,7 @@ queue:
             .unwrap()
             .modules
             .into_iter()
-            .map(|m| m.path.display().to_string())
+            .map(|m| m.file().unwrap().display().to_string())
             .collect();
         assert_eq!(
             paths,
@@ -1301,7 +1344,7 @@ queue:
             ]
         );
         let config = Config::from_yaml("modules: [{path: ./a.wasm}]", Path::new("")).unwrap();
-        assert_eq!(config.modules[0].path.display().to_string(), "./a.wasm");
+        assert_eq!(config.modules[0].file().unwrap().display().to_string(), "./a.wasm");
     }
 
     #[test]
@@ -1315,7 +1358,7 @@ queue:
         let unknown = Config::load(&file);
         std::fs::remove_dir_all(&dir).unwrap();
 
-        assert_eq!(loaded.unwrap().modules[0].path, dir.join("podset.wasm"));
+        assert_eq!(loaded.unwrap().modules[0].file(), Some(dir.join("podset.wasm").as_path()));
         let message = unknown.unwrap_err().to_string();
         assert!(
             message.starts_with(&format!("cannot parse {}: ", file.display())),

@@ -124,7 +124,7 @@ pub async fn check(
         let index = config
             .modules
             .iter()
-            .position(|m| same_file(&m.path, module))?;
+            .position(|m| m.file().is_some_and(|path| same_file(path, module)))?;
         Some(Entry {
             config: file.to_path_buf(),
             index,
@@ -212,7 +212,7 @@ fn entry_name(entry: &ModuleConfig) -> Option<&str> {
     entry
         .name
         .as_deref()
-        .or_else(|| entry.path.file_stem()?.to_str())
+        .or_else(|| entry.file()?.file_stem()?.to_str())
 }
 
 /// Width of the label column.

@@ -90,7 +90,11 @@ pub async fn for_config(
         source: error.into(),
     })?;
     let files: Vec<PathBuf> = if modules.is_empty() {
-        loaded.modules.iter().map(|m| m.path.clone()).collect()
+        loaded
+            .modules
+            .iter()
+            .filter_map(|m| m.file().map(Path::to_path_buf))
+            .collect()
     } else {
         modules.to_vec()
     };
@@ -127,7 +131,7 @@ pub async fn for_config(
         let Some(needs) = found.remove(&index) else {
             return Err(RbacError::NoModule {
                 index,
-                path: entry.path.clone(),
+                path: entry.file().map(Path::to_path_buf).unwrap_or_default(),
             });
         };
         all_needs.extend(needs);

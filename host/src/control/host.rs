@@ -54,15 +54,14 @@ pub enum HostError {
     Load(#[from] LoadError),
     /// A module's declaration needs more than its grants allow.
     #[error(
-        "{}: module {guest:?} needs permissions its grants do not give:\n  {}",
-        path.display(),
+        "{origin}: module {guest:?} needs permissions its grants do not give:\n  {}",
         missing.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  ")
     )]
     NotGranted {
         /// The guest.
         guest: String,
-        /// The module's path.
-        path: PathBuf,
+        /// Where the module comes from.
+        origin: String,
         /// What is missing.
         missing: Vec<Requirement>,
     },
@@ -72,6 +71,35 @@ pub enum HostError {
     /// The module directories could not be watched.
     #[error("watching module files: {0}")]
     Watch(#[source] notify::Error),
+}
+
+/// What a running guest is known by: its file in the configuration, or its controller object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GuestKey {
+    /// A module of the configuration file.
+    File(PathBuf),
+    /// A WasmController object.
+    Object {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+}
+
+/// What loading a module did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loaded {
+    /// The same module already ran: nothing changed.
+    Unchanged,
+    /// The guest started.
+    Started,
+    /// The guest's module was swapped in place; every key was enqueued again.
+    Swapped,
+    /// The guest was drained and started again with the new declaration.
+    Replaced,
+    /// Shutdown has begun: nothing was started.
+    Stopping,
 }
 
 /// Counters of module loads.
@@ -100,9 +128,9 @@ struct Shared {
     informers: Arc<Informers>,
     queue: QueueConfig,
     modules: Vec<ModuleConfig>,
-    /// Running guests by module path; a guest whose file is gone has no entry. Locked only
+    /// Running guests by key; a guest whose file or object is gone has no entry. Locked only
     /// briefly, never across an await.
-    guests: Mutex<BTreeMap<PathBuf, Arc<Controller>>>,
+    guests: Mutex<BTreeMap<GuestKey, Arc<Controller>>>,
     /// Held for a whole rescan, so reloads never interleave.
     rescanning: tokio::sync::Mutex<()>,
     tasks: TaskTracker,
@@ -142,21 +170,25 @@ impl Host {
         });
         let mut loaded = Vec::new();
         for module_config in &config.modules {
-            let (module, settings) = shared.prepare(module_config).await?;
+            let path = module_config.file().expect("the configuration's modules are files");
+            let bytes = read(path).await?;
+            let (module, settings) = shared
+                .prepare(path.display().to_string(), bytes, module_config)
+                .await?;
             if loaded
                 .iter()
-                .any(|(_, s, _): &(PathBuf, Settings, _)| s.name == settings.name)
+                .any(|(_, s, _): &(GuestKey, Settings, _)| s.name == settings.name)
             {
                 return Err(HostError::DuplicateName(settings.name));
             }
-            loaded.push((module_config.path.clone(), settings, module));
+            loaded.push((GuestKey::File(path.to_owned()), settings, module));
         }
-        for (path, settings, module) in loaded {
+        for (key, settings, module) in loaded {
             log_loaded(&settings.name, &module, "module loaded");
-            shared.install(path, module, settings);
+            shared.install(key, module, settings);
         }
         let watcher = if watch {
-            let (changes, watcher) = reload::watch(config.modules.iter().map(|m| m.path.as_path()))
+            let (changes, watcher) = reload::watch(config.modules.iter().filter_map(|m| m.file()))
                 .map_err(HostError::Watch)?;
             let weak = Arc::downgrade(&shared);
             let closing = shared.closing.clone();
@@ -271,21 +303,21 @@ impl Shared {
         guests.values().cloned().collect()
     }
 
-    /// The guest running the module at `path`.
-    fn guest(&self, path: &PathBuf) -> Option<Arc<Controller>> {
+    /// The guest known by `key`.
+    fn guest(&self, key: &GuestKey) -> Option<Arc<Controller>> {
         self.guests
             .lock()
             .expect("guest table lock")
-            .get(path)
+            .get(key)
             .cloned()
     }
 
-    /// Starts a controller for the module at `path` in place of any other, unless shutdown has
-    /// begun; whether it started.
+    /// Starts a controller for `key` in place of any other, unless shutdown has begun; whether
+    /// it started.
     /// A finalizer the same guest left on the same primary selection when it stopped is taken
     /// over (see [`Settings::retired_finalizers`]); one the new guest declares on its kind is
     /// no longer watched as left behind.
-    fn install(&self, path: PathBuf, module: Arc<Module>, mut settings: Settings) -> bool {
+    fn install(&self, key: GuestKey, module: Arc<Module>, mut settings: Settings) -> bool {
         let mut guests = self.guests.lock().expect("guest table lock");
         if self.stopping.load(Ordering::SeqCst) {
             return false;
@@ -305,7 +337,7 @@ impl Shared {
         let controller = self.start_controller(module, settings);
         let finalizers = controller.finalizers();
         orphans.retain(|o| o.kind() != &kind || !finalizers.iter().any(|f| f == o.finalizer()));
-        guests.insert(path, controller);
+        guests.insert(key, controller);
         true
     }
 
@@ -336,25 +368,30 @@ impl Shared {
         }
     }
 
-    /// Removes `controller` from the guest table, if it is still the one running its module.
-    fn remove(&self, path: &PathBuf, controller: &Arc<Controller>) {
+    /// Removes `controller` from the guest table, if it is still the one running for `key`.
+    fn remove(&self, key: &GuestKey, controller: &Arc<Controller>) {
         let mut guests = self.guests.lock().expect("guest table lock");
-        if guests.get(path).is_some_and(|c| Arc::ptr_eq(c, controller)) {
-            guests.remove(path);
+        if guests.get(key).is_some_and(|c| Arc::ptr_eq(c, controller)) {
+            guests.remove(key);
         }
     }
 
-    /// Loads, validates and checks the grants of one configured module.
-    async fn prepare(&self, config: &ModuleConfig) -> Result<(Arc<Module>, Settings), HostError> {
+    /// Loads and validates the module `bytes` from `origin`, and checks its grants.
+    async fn prepare(
+        &self,
+        origin: String,
+        bytes: Vec<u8>,
+        config: &ModuleConfig,
+    ) -> Result<(Arc<Module>, Settings), HostError> {
         let limits = Limits::from(config.limits);
-        let module = module::load(&self.runtime, &config.path, &limits).await?;
+        let module = module::load_bytes(&self.runtime, origin, bytes, &limits).await?;
         let settings = settings(config, &module.metadata, limits, self.queue);
         let needed = permissions::required(&module.metadata, &settings.namespaces);
         let missing = Permissions::new(settings.grants.clone()).missing(&needed);
         if !missing.is_empty() {
             return Err(HostError::NotGranted {
                 guest: settings.name,
-                path: config.path.clone(),
+                origin: module.origin.clone(),
                 missing,
             });
         }
@@ -385,17 +422,15 @@ impl Shared {
     }
 
     async fn reconcile_module(&self, config: &ModuleConfig) {
-        let path = &config.path;
-        let current = self.guest(path);
-        let digest = match tokio::fs::read(path).await {
-            Ok(bytes) => module::sha256_hex(&bytes),
+        let path = config.file().expect("the configuration's modules are files");
+        let key = GuestKey::File(path.to_owned());
+        let current = self.guest(&key);
+        let bytes = match tokio::fs::read(path).await {
+            Ok(bytes) => bytes,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 if let Some(controller) = current {
                     tracing::info!(guest = %controller.name(), path = %path.display(), "module file removed; unloading the guest");
-                    controller.shut_down().await;
-                    self.remove(path, &controller);
-                    self.orphan(&controller);
-                    self.counters.unloaded.fetch_add(1, Ordering::Relaxed);
+                    self.unload_locked(&key).await;
                 }
                 return;
             }
@@ -404,43 +439,106 @@ impl Shared {
                 return;
             }
         };
+        let digest = module::sha256_hex(&bytes);
         if current
             .as_ref()
             .is_some_and(|c| c.module().digest == digest)
         {
             return;
         }
-        let started = Instant::now();
         tracing::info!(path = %path.display(), %digest, "module changed; loading it");
-        let prepared = self.prepare(config).await.and_then(|(module, settings)| {
-            let taken = self
-                .guests
-                .lock()
-                .expect("guest table lock")
-                .iter()
-                .any(|(p, c)| p != path && c.name() == settings.name);
-            if taken {
-                Err(HostError::DuplicateName(settings.name))
-            } else {
-                Ok((module, settings))
+        if let Err(error) = self
+            .put_locked(key, path.display().to_string(), bytes, config)
+            .await
+        {
+            match &current {
+                Some(c) => {
+                    tracing::error!(guest = %c.name(), %error, "module change rejected; the previous version keeps running")
+                }
+                None => tracing::error!(path = %path.display(), %error, "module rejected"),
             }
-        });
+        }
+    }
+
+    /// Runs the module `bytes` from `origin` for `key` with `config`, one load at a time.
+    async fn put(
+        &self,
+        key: GuestKey,
+        origin: String,
+        bytes: Vec<u8>,
+        config: &ModuleConfig,
+    ) -> Result<Loaded, HostError> {
+        let _loading = self.rescanning.lock().await;
+        if self.stopping.load(Ordering::SeqCst) {
+            return Ok(Loaded::Stopping);
+        }
+        self.put_locked(key, origin, bytes, config).await
+    }
+
+    /// Stops the guest of `key`, if one runs; whether one did. One load at a time.
+    async fn unload(&self, key: &GuestKey) -> bool {
+        let _loading = self.rescanning.lock().await;
+        self.unload_locked(key).await
+    }
+
+    async fn unload_locked(&self, key: &GuestKey) -> bool {
+        let Some(controller) = self.guest(key) else {
+            return false;
+        };
+        controller.shut_down().await;
+        self.remove(key, &controller);
+        self.orphan(&controller);
+        self.counters.unloaded.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(guest = %controller.name(), "guest unloaded");
+        true
+    }
+
+    /// Loads the module and puts it in place of what runs for `key`: swapped in place when the
+    /// declaration and settings are the same, else the old guest drained and a new one started.
+    /// A module that does not load, or whose name another guest has, leaves what runs alone.
+    /// The caller holds `rescanning`.
+    async fn put_locked(
+        &self,
+        key: GuestKey,
+        origin: String,
+        bytes: Vec<u8>,
+        config: &ModuleConfig,
+    ) -> Result<Loaded, HostError> {
+        let current = self.guest(&key);
+        let started = Instant::now();
+        let prepared = self
+            .prepare(origin, bytes, config)
+            .await
+            .and_then(|(module, settings)| {
+                let taken = self
+                    .guests
+                    .lock()
+                    .expect("guest table lock")
+                    .iter()
+                    .any(|(k, c)| *k != key && c.name() == settings.name);
+                if taken {
+                    Err(HostError::DuplicateName(settings.name))
+                } else {
+                    Ok((module, settings))
+                }
+            });
         let (module, mut settings) = match prepared {
             Ok(prepared) => prepared,
             Err(error) => {
                 self.counters.rejected.fetch_add(1, Ordering::Relaxed);
-                match &current {
-                    Some(c) => {
-                        tracing::error!(guest = %c.name(), %error, "module change rejected; the previous version keeps running")
-                    }
-                    None => tracing::error!(path = %path.display(), %error, "module rejected"),
-                }
-                return;
+                return Err(error);
             }
         };
         match current {
             Some(controller)
-                if controller.name() == settings.name && controller.can_swap_to(&module) =>
+                if controller.module().digest == module.digest
+                    && same_settings(controller.settings(), &settings) =>
+            {
+                Ok(Loaded::Unchanged)
+            }
+            Some(controller)
+                if same_settings(controller.settings(), &settings)
+                    && controller.can_swap_to(&module) =>
             {
                 controller.swap_module(module.clone());
                 self.counters.reloaded.fetch_add(1, Ordering::Relaxed);
@@ -450,6 +548,7 @@ impl Shared {
                     started.elapsed(),
                     "module swapped in place",
                 );
+                Ok(Loaded::Swapped)
             }
             Some(controller) => {
                 // The old guest stays listed while it drains.
@@ -468,8 +567,8 @@ impl Shared {
                     self.orphan(&controller);
                 }
                 let name = settings.name.clone();
-                if !self.install(path.clone(), module.clone(), settings) {
-                    return;
+                if !self.install(key, module.clone(), settings) {
+                    return Ok(Loaded::Stopping);
                 }
                 self.counters.reloaded.fetch_add(1, Ordering::Relaxed);
                 log_reloaded(
@@ -478,14 +577,39 @@ impl Shared {
                     started.elapsed(),
                     "module replaced with a new declaration",
                 );
+                Ok(Loaded::Replaced)
             }
             None => {
-                if self.install(path.clone(), module.clone(), settings.clone()) {
-                    log_loaded(&settings.name, &module, "module loaded");
+                if !self.install(key, module.clone(), settings.clone()) {
+                    return Ok(Loaded::Stopping);
                 }
+                log_loaded(&settings.name, &module, "module loaded");
+                Ok(Loaded::Started)
             }
         }
     }
+}
+
+/// Whether a guest running with `running` would run the same with `new`: everything but the
+/// finalizers it took over, which a running guest keeps.
+fn same_settings(running: &Settings, new: &Settings) -> bool {
+    Settings {
+        retired_finalizers: Vec::new(),
+        ..running.clone()
+    } == Settings {
+        retired_finalizers: Vec::new(),
+        ..new.clone()
+    }
+}
+
+/// Reads a configured module file.
+async fn read(path: &std::path::Path) -> Result<Vec<u8>, HostError> {
+    tokio::fs::read(path).await.map_err(|source| {
+        HostError::Load(LoadError::Read {
+            origin: path.display().to_string(),
+            source,
+        })
+    })
 }
 
 fn log_loaded(guest: &str, module: &Module, message: &str) {
