@@ -157,11 +157,18 @@ impl Default for QueueConfig {
     }
 }
 
+pub mod controller;
+
+use controller::ControllersConfig;
+
 /// A validated host configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// The modules to run, in file order; at least one, with distinct paths and names.
+    /// The modules to run, in file order, with distinct paths and names; at least one unless
+    /// the host watches controller objects.
     pub modules: Vec<ModuleConfig>,
+    /// How the host treats WasmController objects.
+    pub controllers: ControllersConfig,
     /// Backoff of every controller's workqueue (client-go's defaults when absent).
     pub queue: QueueConfig,
     /// Settings of the host process that `kubewasm run` flags override.
@@ -507,10 +514,31 @@ impl Config {
 struct RawConfig {
     #[serde(default)]
     modules: Vec<RawModule>,
+    controllers: Option<RawControllers>,
     queue: Option<RawQueue>,
     metrics: Option<RawMetrics>,
     health: Option<RawHealth>,
     leader_election: Option<RawLeaderElection>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawControllers {
+    #[serde(default)]
+    watch: bool,
+    #[serde(default)]
+    cluster_namespaces: Vec<String>,
+    #[serde(default)]
+    allow_paths: bool,
+    registries: Option<RawRegistries>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawRegistries {
+    #[serde(default)]
+    insecure: Vec<String>,
+    max_module_size: Option<serde_yaml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -613,13 +641,18 @@ fn parse(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
         serde_yaml::from_str(text).map_err(|source| ConfigError::Parse { path: None, source })?;
     let raw = raw.unwrap_or(RawConfig {
         modules: Vec::new(),
+        controllers: None,
         queue: None,
         metrics: None,
         health: None,
         leader_election: None,
     });
-    if raw.modules.is_empty() {
-        return Err(invalid("modules", "at least one module is required"));
+    let controllers = validate_controllers(raw.controllers)?;
+    if raw.modules.is_empty() && !controllers.watch {
+        return Err(invalid(
+            "modules",
+            "at least one module is required, unless controllers.watch is true",
+        ));
     }
     let queue = match raw.queue {
         Some(queue) => validate_queue(queue, &QueueConfig::default(), "queue")?,
@@ -631,7 +664,10 @@ fn parse(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
         if let Some(j) = modules.iter().position(|m| m.source == module.source) {
             return Err(invalid(
                 format!("modules[{i}].path"),
-                format!("{:?} is also the path of modules[{j}]", module.file().unwrap_or(Path::new(""))),
+                format!(
+                    "{:?} is also the path of modules[{j}]",
+                    module.file().unwrap_or(Path::new(""))
+                ),
             ));
         }
         if let Some(name) = &module.name
@@ -647,8 +683,39 @@ fn parse(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
     let manager = validate_manager(raw.metrics, raw.health, raw.leader_election)?;
     Ok(Config {
         modules,
+        controllers,
         queue,
         manager,
+    })
+}
+
+/// The default of `controllers.registries.maxModuleSize`: 256Mi.
+pub const DEFAULT_MAX_MODULE_BYTES: u64 = 256 << 20;
+
+fn validate_controllers(raw: Option<RawControllers>) -> Result<ControllersConfig, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(ControllersConfig {
+            max_module_bytes: DEFAULT_MAX_MODULE_BYTES,
+            ..ControllersConfig::default()
+        });
+    };
+    let cluster_namespaces =
+        namespace_list(raw.cluster_namespaces, "controllers.clusterNamespaces")?;
+    let registries = raw.registries.unwrap_or(RawRegistries {
+        insecure: Vec::new(),
+        max_module_size: None,
+    });
+    let max_module_bytes = match &registries.max_module_size {
+        Some(value) => byte_size(value, MIN_CAP_BYTES)
+            .map_err(|e| invalid("controllers.registries.maxModuleSize", e))?,
+        None => DEFAULT_MAX_MODULE_BYTES,
+    };
+    Ok(ControllersConfig {
+        watch: raw.watch,
+        cluster_namespaces,
+        allow_paths: raw.allow_paths,
+        insecure_registries: registries.insecure,
+        max_module_bytes,
     })
 }
 
@@ -724,11 +791,46 @@ fn validate_module(
             format!("{:?} is not a .wasm file", raw.path),
         ));
     }
+    // Collecting the components drops `.` segments: `dir/./a.wasm` becomes `dir/a.wasm`.
+    let source = Source::File(base_dir.join(&raw.path).components().collect());
+    let overrides = Overrides {
+        name: raw.name,
+        max_concurrency: raw.max_concurrency,
+        resync_seconds: raw.resync_seconds,
+        namespaces: raw.namespaces,
+        limits: raw.limits,
+        grants: raw.grants,
+        queue: raw.queue,
+        cache: raw.cache,
+    };
+    validate_overrides(source, overrides, at, "name", queue)
+}
+
+/// What a module entry, or a controller object's spec, overrides of a module's declaration.
+struct Overrides {
+    name: Option<String>,
+    max_concurrency: Option<u32>,
+    resync_seconds: Option<u32>,
+    namespaces: Option<Vec<String>>,
+    limits: Option<RawLimits>,
+    grants: Option<Vec<RawGrant>>,
+    queue: Option<RawQueue>,
+    cache: Option<RawCache>,
+}
+
+/// Validates `raw` (the name's field is `name_field` under `at`) for a module from `source`.
+fn validate_overrides(
+    source: Source,
+    raw: Overrides,
+    at: &str,
+    name_field: &str,
+    queue: &QueueConfig,
+) -> Result<ModuleConfig, ConfigError> {
     if let Some(name) = &raw.name
         && !is_dns1123_label(name)
     {
         return Err(invalid(
-            format!("{at}.name"),
+            format!("{at}.{name_field}"),
             format!(
                 "{name:?} is not a DNS-1123 label (at most 63 lowercase letters, digits and '-', \
                  starting and ending with a letter or digit)"
@@ -779,8 +881,7 @@ fn validate_module(
         .map(|(i, drop)| validate_drop(drop, &format!("{at}.cache.drop[{i}]")))
         .collect::<Result<_, _>>()?;
     Ok(ModuleConfig {
-        // Collecting the components drops `.` segments: `dir/./a.wasm` becomes `dir/a.wasm`.
-        source: Source::File(base_dir.join(raw.path).components().collect()),
+        source,
         name: raw.name,
         max_concurrency: raw.max_concurrency,
         resync_seconds: raw.resync_seconds,
@@ -1282,6 +1383,10 @@ queue:
         assert_eq!(
             config,
             Config {
+                controllers: ControllersConfig {
+                    max_module_bytes: DEFAULT_MAX_MODULE_BYTES,
+                    ..ControllersConfig::default()
+                },
                 modules: vec![ModuleConfig {
                     source: Source::File(PathBuf::from("/etc/kubewasm/a.wasm")),
                     name: None,
@@ -1344,7 +1449,10 @@ queue:
             ]
         );
         let config = Config::from_yaml("modules: [{path: ./a.wasm}]", Path::new("")).unwrap();
-        assert_eq!(config.modules[0].file().unwrap().display().to_string(), "./a.wasm");
+        assert_eq!(
+            config.modules[0].file().unwrap().display().to_string(),
+            "./a.wasm"
+        );
     }
 
     #[test]
@@ -1358,7 +1466,10 @@ queue:
         let unknown = Config::load(&file);
         std::fs::remove_dir_all(&dir).unwrap();
 
-        assert_eq!(loaded.unwrap().modules[0].file(), Some(dir.join("podset.wasm").as_path()));
+        assert_eq!(
+            loaded.unwrap().modules[0].file(),
+            Some(dir.join("podset.wasm").as_path())
+        );
         let message = unknown.unwrap_err().to_string();
         assert!(
             message.starts_with(&format!("cannot parse {}: ", file.display())),

@@ -19,6 +19,7 @@ use kubewasm::serve::http::{self as serve, Started};
 use kubewasm::wasm::compile_cache::CompileCache;
 use kubewasm::wasm::dispatch::Entry;
 use kubewasm::wasm::runtime::Runtime;
+use kubewasm::wasm::store::ModuleStore;
 use oci_client::secrets::RegistryAuth;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -73,7 +74,11 @@ async fn main() -> anyhow::Result<ExitCode> {
             {
                 runtime = runtime.with_compile_cache(dir);
             }
-            let host = Host::start(&config, client, runtime, !args.no_reload);
+            let store = args
+                .module_store_dir
+                .or_else(ModuleStore::default_dir)
+                .map_or_else(ModuleStore::none, ModuleStore::new);
+            let host = Host::start(&config, client, runtime, store, !args.no_reload);
             return run_host(host, started, shutdown, leadership).await;
         }
         Command::Check {

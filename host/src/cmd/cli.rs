@@ -160,6 +160,11 @@ pub struct RunArgs {
     /// by the host alone: its files are loaded as native code.
     #[arg(long)]
     pub compile_cache_dir: Option<PathBuf>,
+    /// Where modules pulled from registries are kept, by digest, so that a reload, a rollback
+    /// or a restart does not pull them again; default: $XDG_CACHE_HOME/kubewasm/modules or
+    /// ~/.cache/kubewasm/modules.
+    #[arg(long)]
+    pub module_store_dir: Option<PathBuf>,
     /// Compiles every module at start-up and reload instead of using the compile cache.
     #[arg(long, conflicts_with = "compile_cache_dir")]
     pub no_compile_cache: bool,

@@ -537,7 +537,7 @@ impl Backend for ClusterBackend {
 }
 
 /// A unique event name in client-go's style: the object's name and a hexadecimal timestamp.
-fn event_name(regarding: &str) -> String {
+pub fn event_name(regarding: &str) -> String {
     static SEQUENCE: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

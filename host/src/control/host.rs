@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -35,6 +36,7 @@ use tokio_util::task::TaskTracker;
 use crate::cluster::watch::{Informer, Informers, Resources};
 use crate::config::{Config, ModuleConfig, QueueConfig};
 use crate::control::controller::{Controller, Settings};
+use crate::control::objects::{self, Guests, Loaded, ObjectKey, Refusal};
 use crate::control::orphans::Orphans;
 use crate::control::reload;
 use crate::wasm::declaration::Metadata;
@@ -42,6 +44,7 @@ use crate::wasm::module::{self, LoadError, Module};
 use crate::wasm::permissions::{self, Permissions, Requirement};
 use crate::wasm::runtime::{Runtime, RuntimeError};
 use crate::wasm::state::Limits;
+use crate::wasm::store::ModuleStore;
 
 /// Why a module could not be started, at start-up or on reload.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +76,22 @@ pub enum HostError {
     Watch(#[source] notify::Error),
 }
 
+impl HostError {
+    /// A short CamelCase reason for conditions, Events and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Runtime(_) => "RuntimeFailed",
+            Self::Load(LoadError::Read { .. }) => "SourceUnreadable",
+            Self::Load(LoadError::Compile { .. }) => "NotAComponent",
+            Self::Load(LoadError::World { .. }) => "WrongWorld",
+            Self::Load(LoadError::Metadata { .. } | LoadError::Invalid { .. }) => "InvalidModule",
+            Self::NotGranted { .. } => "NotGranted",
+            Self::DuplicateName(_) => "DuplicateName",
+            Self::Watch(_) => "WatchFailed",
+        }
+    }
+}
+
 /// What a running guest is known by: its file in the configuration, or its controller object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum GuestKey {
@@ -85,21 +104,6 @@ pub enum GuestKey {
         /// Its name.
         name: String,
     },
-}
-
-/// What loading a module did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Loaded {
-    /// The same module already ran: nothing changed.
-    Unchanged,
-    /// The guest started.
-    Started,
-    /// The guest's module was swapped in place; every key was enqueued again.
-    Swapped,
-    /// The guest was drained and started again with the new declaration.
-    Replaced,
-    /// Shutdown has begun: nothing was started.
-    Stopping,
 }
 
 /// Counters of module loads.
@@ -151,6 +155,7 @@ impl Host {
         config: &Config,
         client: Client,
         runtime: Runtime,
+        store: ModuleStore,
         watch: bool,
     ) -> Result<Self, HostError> {
         let resources = Arc::new(Resources::new(client));
@@ -170,7 +175,9 @@ impl Host {
         });
         let mut loaded = Vec::new();
         for module_config in &config.modules {
-            let path = module_config.file().expect("the configuration's modules are files");
+            let path = module_config
+                .file()
+                .expect("the configuration's modules are files");
             let bytes = read(path).await?;
             let (module, settings) = shared
                 .prepare(path.display().to_string(), bytes, module_config)
@@ -212,6 +219,18 @@ impl Host {
         } else {
             None
         };
+        if config.controllers.watch {
+            let guests: Arc<dyn Guests> = shared.clone();
+            objects::spawn(
+                Arc::downgrade(&guests),
+                shared.resources.client().clone(),
+                config.controllers.clone(),
+                config.queue,
+                store,
+                &shared.tasks,
+                shared.closing.clone(),
+            );
+        }
         Ok(Self {
             shared,
             _watcher: watcher,
@@ -422,7 +441,9 @@ impl Shared {
     }
 
     async fn reconcile_module(&self, config: &ModuleConfig) {
-        let path = config.file().expect("the configuration's modules are files");
+        let path = config
+            .file()
+            .expect("the configuration's modules are files");
         let key = GuestKey::File(path.to_owned());
         let current = self.guest(&key);
         let bytes = match tokio::fs::read(path).await {
@@ -590,6 +611,45 @@ impl Shared {
     }
 }
 
+#[async_trait]
+impl Guests for Shared {
+    async fn run(
+        &self,
+        key: &ObjectKey,
+        origin: String,
+        bytes: Vec<u8>,
+        config: &ModuleConfig,
+    ) -> Result<(Loaded, Arc<Module>, String), Refusal> {
+        let key = GuestKey::Object {
+            namespace: key.0.clone(),
+            name: key.1.clone(),
+        };
+        match self.put(key.clone(), origin, bytes, config).await {
+            Ok(loaded) => {
+                let controller = self.guest(&key).ok_or(Refusal {
+                    reason: "Stopping",
+                    message: "the host is shutting down".into(),
+                    transient: true,
+                })?;
+                Ok((loaded, controller.module(), controller.name().to_owned()))
+            }
+            Err(error) => Err(Refusal {
+                reason: error.reason(),
+                message: error.to_string(),
+                transient: false,
+            }),
+        }
+    }
+
+    async fn stop(&self, key: &ObjectKey) -> bool {
+        self.unload(&GuestKey::Object {
+            namespace: key.0.clone(),
+            name: key.1.clone(),
+        })
+        .await
+    }
+}
+
 /// Whether a guest running with `running` would run the same with `new`: everything but the
 /// finalizers it took over, which a running guest keeps.
 fn same_settings(running: &Settings, new: &Settings) -> bool {
@@ -709,10 +769,16 @@ mod tests {
         // Nothing listens there: the host must fail before it reaches the API server.
         let client =
             Client::try_from(kube::Config::new("https://127.0.0.1:9".parse().unwrap())).unwrap();
-        let error = Host::start(&config, client, Runtime::new().unwrap(), false)
-            .await
-            .err()
-            .expect("the module is refused");
+        let error = Host::start(
+            &config,
+            client,
+            Runtime::new().unwrap(),
+            ModuleStore::none(),
+            false,
+        )
+        .await
+        .err()
+        .expect("the module is refused");
         assert!(
             matches!(&error, HostError::Load(LoadError::Compile { origin, .. }) if origin.ends_with("bad.wasm")),
             "{error}"

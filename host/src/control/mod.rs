@@ -8,6 +8,7 @@ pub mod apply;
 pub mod controller;
 pub mod events;
 pub mod host;
+pub mod objects;
 pub mod orphans;
 pub mod queue;
 pub mod reload;

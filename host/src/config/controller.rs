@@ -1,0 +1,288 @@
+//! WasmController objects: the spec of one controller, validated as the configuration file's
+//! entries are, and confined to its namespace.
+//!
+//! A WasmController outside the host's cluster-wide namespaces runs only in its own namespace:
+//! its `namespaces` may name only that one (empty means it), and each grant is limited to it
+//! (a grant without namespaces is given it; one naming another is refused). Without grants it
+//! may do anything on the kinds it declares, in that namespace only. A cluster-scoped kind is
+//! never covered by a namespaced grant, so such a controller cannot declare one. In a
+//! cluster-wide namespace, the spec is taken as a file entry would be.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{
+    ConfigError, Grant, ImageSource, KeyRef, ModuleConfig, Overrides, QueueConfig, RawCache,
+    RawGrant, RawLimits, RawQueue, Source, Verb, invalid, parse_duration, validate_overrides,
+};
+use crate::cluster::selector::is_dns1123_subdomain;
+
+/// API group, version and kind of the controller objects.
+pub const GROUP: &str = "kubewasm.dev";
+/// Their version.
+pub const VERSION: &str = "v1alpha1";
+/// Their kind.
+pub const KIND: &str = "WasmController";
+/// Their resource.
+pub const PLURAL: &str = "wasmcontrollers";
+
+/// How often a tag is resolved again when the spec does not say.
+pub const DEFAULT_POLL: Duration = Duration::from_secs(300);
+
+/// How the host treats controller objects.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ControllersConfig {
+    /// Whether the host watches WasmController objects.
+    pub watch: bool,
+    /// Namespaces whose WasmControllers may watch and write every namespace.
+    pub cluster_namespaces: Vec<String>,
+    /// Whether a spec may name a file on the host.
+    pub allow_paths: bool,
+    /// Registries spoken to in plain HTTP, besides loopback ones.
+    pub insecure_registries: Vec<String>,
+    /// The largest module accepted, in bytes.
+    pub max_module_bytes: u64,
+}
+
+/// The automatic rollback of a new revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rollback {
+    /// Whether a failing new revision is replaced by the last good one.
+    pub enabled: bool,
+    /// Consecutive failed reconciles that make a revision bad.
+    pub failures: u32,
+    /// Within how long of its start.
+    pub window: Duration,
+}
+
+impl Default for Rollback {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            failures: 5,
+            window: Duration::from_secs(600),
+        }
+    }
+}
+
+/// A validated WasmController spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerSpec {
+    /// The module, its source and its overrides, confined as the module doc says.
+    pub module: ModuleConfig,
+    /// Whether the controller is stopped.
+    pub paused: bool,
+    /// The automatic rollback.
+    pub rollback: Rollback,
+    /// How many replaced revisions status keeps.
+    pub history_limit: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawSpec {
+    module: RawSource,
+    controller_name: Option<String>,
+    #[serde(default)]
+    paused: bool,
+    max_concurrency: Option<u32>,
+    resync_seconds: Option<u32>,
+    namespaces: Option<Vec<String>>,
+    limits: Option<RawLimits>,
+    grants: Option<Vec<RawGrant>>,
+    queue: Option<RawQueue>,
+    cache: Option<RawCache>,
+    rollback: Option<RawRollback>,
+    revision_history_limit: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawSource {
+    image: Option<String>,
+    image_pull_secret: Option<String>,
+    poll_interval: Option<String>,
+    config_map: Option<RawKeyRef>,
+    secret: Option<RawKeyRef>,
+    path: Option<std::path::PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKeyRef {
+    name: String,
+    key: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRollback {
+    enabled: Option<bool>,
+    failures: Option<u32>,
+    window: Option<String>,
+}
+
+/// Validates the `spec` of a WasmController in `namespace`; errors name fields as `spec.…`.
+pub fn parse_spec(
+    spec: &serde_json::Value,
+    namespace: &str,
+    settings: &ControllersConfig,
+    queue: &QueueConfig,
+) -> Result<ControllerSpec, ConfigError> {
+    let raw: RawSpec =
+        serde_json::from_value(spec.clone()).map_err(|e| invalid("spec", e.to_string()))?;
+    let source = source(raw.module, settings)?;
+    let confined = !settings.cluster_namespaces.iter().any(|n| n == namespace);
+    let overrides = Overrides {
+        name: raw.controller_name,
+        max_concurrency: raw.max_concurrency,
+        resync_seconds: raw.resync_seconds,
+        namespaces: raw.namespaces,
+        limits: raw.limits,
+        grants: raw.grants,
+        queue: raw.queue,
+        cache: raw.cache,
+    };
+    let mut module = validate_overrides(source, overrides, "spec", "controllerName", queue)?;
+    if confined {
+        confine(&mut module, namespace)?;
+    }
+    let defaults = Rollback::default();
+    let rollback = match raw.rollback {
+        None => defaults,
+        Some(raw) => Rollback {
+            enabled: raw.enabled.unwrap_or(defaults.enabled),
+            failures: match raw.failures {
+                Some(0) => return Err(invalid("spec.rollback.failures", "0 is not at least 1")),
+                Some(n) => n,
+                None => defaults.failures,
+            },
+            window: raw
+                .window
+                .map(|w| parse_duration(&w).map_err(|e| invalid("spec.rollback.window", e)))
+                .transpose()?
+                .unwrap_or(defaults.window),
+        },
+    };
+    Ok(ControllerSpec {
+        module,
+        paused: raw.paused,
+        rollback,
+        history_limit: raw.revision_history_limit.unwrap_or(10).min(100),
+    })
+}
+
+fn source(raw: RawSource, settings: &ControllersConfig) -> Result<Source, ConfigError> {
+    let at = "spec.module";
+    let set = [
+        raw.image.is_some(),
+        raw.config_map.is_some(),
+        raw.secret.is_some(),
+        raw.path.is_some(),
+    ];
+    if set.iter().filter(|s| **s).count() != 1 {
+        return Err(invalid(
+            at,
+            "set exactly one of image, configMap, secret and path",
+        ));
+    }
+    if raw.image.is_none() && (raw.image_pull_secret.is_some() || raw.poll_interval.is_some()) {
+        return Err(invalid(
+            at,
+            "imagePullSecret and pollInterval apply only to an image",
+        ));
+    }
+    let key_ref = |raw: RawKeyRef, field: &str| {
+        if !is_dns1123_subdomain(&raw.name) {
+            return Err(invalid(
+                format!("{at}.{field}.name"),
+                format!("{:?} is not an object name", raw.name),
+            ));
+        }
+        if raw.key.is_empty() {
+            return Err(invalid(format!("{at}.{field}.key"), "must not be empty"));
+        }
+        Ok(KeyRef {
+            name: raw.name,
+            key: raw.key,
+        })
+    };
+    if let Some(reference) = raw.image {
+        if let Some(secret) = &raw.image_pull_secret
+            && !is_dns1123_subdomain(secret)
+        {
+            return Err(invalid(
+                format!("{at}.imagePullSecret"),
+                format!("{secret:?} is not an object name"),
+            ));
+        }
+        let by_digest = reference.contains("@sha256:");
+        let poll = match raw.poll_interval {
+            Some(text) => {
+                let interval =
+                    parse_duration(&text).map_err(|e| invalid(format!("{at}.pollInterval"), e))?;
+                Some(interval).filter(|i| !i.is_zero())
+            }
+            None => Some(DEFAULT_POLL),
+        };
+        return Ok(Source::Image(ImageSource {
+            reference,
+            pull_secret: raw.image_pull_secret,
+            poll: poll.filter(|_| !by_digest),
+        }));
+    }
+    if let Some(raw) = raw.config_map {
+        return Ok(Source::ConfigMap(key_ref(raw, "configMap")?));
+    }
+    if let Some(raw) = raw.secret {
+        return Ok(Source::Secret(key_ref(raw, "secret")?));
+    }
+    let path = raw.path.expect("one source is set");
+    if !settings.allow_paths {
+        return Err(invalid(
+            format!("{at}.path"),
+            "this host does not load modules from files named by controller objects \
+             (controllers.allowPaths)",
+        ));
+    }
+    if !path.is_absolute() {
+        return Err(invalid(
+            format!("{at}.path"),
+            format!("{:?} is not an absolute path", path),
+        ));
+    }
+    Ok(Source::File(path))
+}
+
+/// Limits `module` to `namespace`, as the module doc says.
+fn confine(module: &mut ModuleConfig, namespace: &str) -> Result<(), ConfigError> {
+    if let Some(other) = module.namespaces.iter().find(|n| *n != namespace) {
+        return Err(invalid(
+            "spec.namespaces",
+            format!(
+                "{other:?} is not this object's namespace; only WasmControllers in the host's \
+                 cluster-wide namespaces may watch other namespaces"
+            ),
+        ));
+    }
+    module.namespaces = vec![namespace.to_owned()];
+    let grants = module.grants.get_or_insert_with(|| {
+        vec![Grant {
+            api_groups: vec!["*".into()],
+            resources: vec!["*".into()],
+            verbs: vec![Verb::All],
+            namespaces: Vec::new(),
+        }]
+    });
+    for (i, grant) in grants.iter_mut().enumerate() {
+        if let Some(other) = grant.namespaces.iter().find(|n| *n != namespace) {
+            return Err(invalid(
+                format!("spec.grants[{i}].namespaces"),
+                format!("{other:?} is not this object's namespace"),
+            ));
+        }
+        grant.namespaces = vec![namespace.to_owned()];
+    }
+    Ok(())
+}

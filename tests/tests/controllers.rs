@@ -1,0 +1,113 @@
+//! Controllers as Kubernetes objects: WasmControllers whose modules come from a real OCI
+//! registry, run by a host that watches them, on the local control plane.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use anyhow::{Context, Result, ensure};
+use kube::Client;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use kubewasm_tests::podset::{self, install};
+use kubewasm_tests::registry;
+use kubewasm_tests::{
+    Language, WAIT, apply_yaml, control_plane, eventually, example_wasm, host_binary, repo_root,
+    with_host_args,
+};
+use serde_json::{Value, json};
+
+/// The host configuration: no module files, WasmControllers watched; those in `namespace` may
+/// watch every namespace.
+fn config(namespace: &str) -> String {
+    format!("controllers:\n  watch: true\n  clusterNamespaces: [{namespace}]\n")
+}
+
+fn controllers(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "WasmController");
+    Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::from_gvk_with_plural(&gvk, "wasmcontrollers"),
+    )
+}
+
+/// Pushes `module` as `reference` with `kubewasm push`; returns the pinned reference.
+fn push(module: &std::path::Path, reference: &str) -> Result<String> {
+    let output = std::process::Command::new(host_binary())
+        .args(["push", module.to_str().context("a UTF-8 path")?, reference])
+        .env("DOCKER_CONFIG", "/nonexistent")
+        .output()?;
+    ensure!(
+        output.status.success(),
+        "push: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8(output.stdout)?.trim().to_owned())
+}
+
+/// The condition `kind` of a WasmController's status, once its observed generation is current.
+fn condition(object: &DynamicObject, kind: &str) -> Option<Value> {
+    let status = object.data.get("status")?;
+    let generation = object.metadata.generation?;
+    (status["observedGeneration"] == json!(generation)).then_some(())?;
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .cloned()
+}
+
+#[tokio::test]
+async fn a_wasm_controller_from_a_registry_runs_its_module_until_deleted() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    apply_yaml(
+        &client,
+        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
+        None,
+    )
+    .await?;
+    let ns = plane.namespace("wasmctl").await?;
+    let (podsets, pods, _recorder) = install(&client, ns.name()).await?;
+    let module = example_wasm("podset", Language::Rust);
+    let pinned = push(
+        &module,
+        &registry::shared().reference("controllers/podset:v1"),
+    )?;
+    let (_, digest) = pinned.split_once('@').context("a pinned reference")?;
+
+    with_host_args("controllers-registry", &config(ns.name()), &[], async |host| {
+        let api = controllers(&client, ns.name());
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "kubewasm.dev/v1alpha1", "kind": "WasmController",
+            "metadata": { "name": "podset" },
+            "spec": { "module": { "image": registry::shared().reference("controllers/podset:v1") } },
+        }))?;
+        api.create(&PostParams::default(), &object).await?;
+        let ready = eventually("the WasmController to be Ready", WAIT, || async {
+            let object = api.get("podset").await?;
+            Ok(condition(&object, "Ready")
+                .filter(|c| c["status"] == "True")
+                .map(|_| object))
+        })
+        .await?;
+        let status = &ready.data["status"];
+        assert_eq!(status["digest"], digest, "{status}");
+        assert_eq!(status["image"], pinned.as_str(), "{status}");
+        assert_eq!(status["contract"], "kubewasm:controller/guest@0.2.0");
+        assert_eq!(status["declaration"]["primary"], "kubewasm.dev/v1alpha1 PodSet");
+        assert!(status["controllerName"].is_string(), "{status}");
+        assert_eq!(condition(&ready, "Degraded").unwrap()["status"], "False");
+
+        let uid = podset::create(&podsets, "web", 2).await?;
+        let seen = Mutex::new(HashSet::new());
+        podset::converged(&podsets, &pods, &[uid], 2, &seen).await?;
+
+        api.delete("podset", &DeleteParams::default()).await?;
+        eventually("the guest to be unloaded", WAIT, || async {
+            Ok(host.log().contains("its guest is unloaded").then_some(()))
+        })
+        .await?;
+        Ok(())
+    })
+    .await
+}
