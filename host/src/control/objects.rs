@@ -33,7 +33,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::cluster::leader;
 use crate::config::controller::{self, ControllerSpec, ControllersConfig};
-use crate::config::{ModuleConfig, QueueConfig, Source};
+use crate::config::{KeyRef, ModuleConfig, QueueConfig, Source};
 use crate::control::apply::event_name;
 use crate::wasm::declaration::Mapping;
 use crate::wasm::module::Module;
@@ -532,11 +532,6 @@ impl Objects {
         namespace: &str,
         running: Option<&str>,
     ) -> Result<Fetched, Refusal> {
-        let refused = |reason, message: String| Refusal {
-            reason,
-            message,
-            transient: false,
-        };
         match &spec.module.source {
             Source::Image(image) => {
                 let failed = |error: oci::OciError| Refusal {
@@ -577,59 +572,27 @@ impl Objects {
                 })
             }
             Source::ConfigMap(key_ref) => {
-                let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-                let map = api.get_opt(&key_ref.name).await.map_err(|e| Refusal {
-                    reason: "SourceUnreadable",
-                    message: format!("reading ConfigMap {}: {e}", key_ref.name),
-                    transient: true,
-                })?;
-                let map = map.ok_or_else(|| {
-                    refused(
-                        "SourceNotFound",
-                        format!("ConfigMap {} not found", key_ref.name),
-                    )
-                })?;
-                let bytes = map
-                    .binary_data
-                    .and_then(|mut d| d.remove(&key_ref.key))
-                    .map(|b| b.0)
-                    .or_else(|| {
-                        map.data
-                            .and_then(|mut d| d.remove(&key_ref.key))
-                            .map(String::into_bytes)
+                let bytes = self
+                    .key_bytes::<ConfigMap>(namespace, key_ref, "ConfigMap", |map, key| {
+                        map.binary_data
+                            .and_then(|mut d| d.remove(key))
+                            .map(|b| b.0)
+                            .or_else(|| {
+                                map.data
+                                    .and_then(|mut d| d.remove(key))
+                                    .map(String::into_bytes)
+                            })
                     })
-                    .ok_or_else(|| {
-                        refused(
-                            "SourceNotFound",
-                            format!("ConfigMap {} has no key {}", key_ref.name, key_ref.key),
-                        )
-                    })?;
-                Ok(self.sized(format!("configmap/{}/{}", key_ref.name, key_ref.key), bytes)?)
+                    .await?;
+                self.sized(format!("configmap/{}/{}", key_ref.name, key_ref.key), bytes)
             }
             Source::Secret(key_ref) => {
-                let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-                let secret = api.get_opt(&key_ref.name).await.map_err(|e| Refusal {
-                    reason: "SourceUnreadable",
-                    message: format!("reading Secret {}: {e}", key_ref.name),
-                    transient: true,
-                })?;
-                let secret = secret.ok_or_else(|| {
-                    refused(
-                        "SourceNotFound",
-                        format!("Secret {} not found", key_ref.name),
-                    )
-                })?;
-                let bytes = secret
-                    .data
-                    .and_then(|mut d| d.remove(&key_ref.key))
-                    .map(|b| b.0)
-                    .ok_or_else(|| {
-                        refused(
-                            "SourceNotFound",
-                            format!("Secret {} has no key {}", key_ref.name, key_ref.key),
-                        )
-                    })?;
-                Ok(self.sized(format!("secret/{}/{}", key_ref.name, key_ref.key), bytes)?)
+                let bytes = self
+                    .key_bytes::<Secret>(namespace, key_ref, "Secret", |secret, key| {
+                        secret.data.and_then(|mut d| d.remove(key)).map(|b| b.0)
+                    })
+                    .await?;
+                self.sized(format!("secret/{}/{}", key_ref.name, key_ref.key), bytes)
             }
             Source::File(path) => {
                 let bytes = tokio::fs::read(path).await.map_err(|e| Refusal {
@@ -637,9 +600,45 @@ impl Objects {
                     message: format!("reading {}: {e}", path.display()),
                     transient: true,
                 })?;
-                Ok(self.sized(path.display().to_string(), bytes)?)
+                self.sized(path.display().to_string(), bytes)
             }
         }
+    }
+
+    /// The value of `key_ref` in the object of kind `kind` in `namespace`, which `value` reads.
+    async fn key_bytes<K>(
+        &self,
+        namespace: &str,
+        key_ref: &KeyRef,
+        kind: &str,
+        value: impl FnOnce(K, &str) -> Option<Vec<u8>>,
+    ) -> Result<Vec<u8>, Refusal>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        let not_found = |message: String| Refusal {
+            reason: "SourceNotFound",
+            message,
+            transient: false,
+        };
+        let api: Api<K> = Api::namespaced(self.client.clone(), namespace);
+        let object = api.get_opt(&key_ref.name).await.map_err(|e| Refusal {
+            reason: "SourceUnreadable",
+            message: format!("reading {kind} {}: {e}", key_ref.name),
+            transient: true,
+        })?;
+        let object =
+            object.ok_or_else(|| not_found(format!("{kind} {} not found", key_ref.name)))?;
+        value(object, &key_ref.key).ok_or_else(|| {
+            not_found(format!(
+                "{kind} {} has no key {}",
+                key_ref.name, key_ref.key
+            ))
+        })
     }
 
     /// A module read from an object or a file, under the size limit.

@@ -31,6 +31,15 @@ pub enum CacheError {
     Serialize(#[source] wasmtime::Error),
 }
 
+/// The folder `leaf` of the host's cache: under `$XDG_CACHE_HOME/kubewasm`, else
+/// `$HOME/.cache/kubewasm`; `None` when neither variable is set.
+pub fn cache_dir(leaf: &str) -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?;
+    Some(base.join("kubewasm").join(leaf))
+}
+
 /// A directory of compiled components.
 #[derive(Debug, Clone)]
 pub struct CompileCache {
@@ -53,10 +62,7 @@ impl CompileCache {
     /// The default directory: `$XDG_CACHE_HOME/kubewasm/compiled`, else
     /// `$HOME/.cache/kubewasm/compiled`; `None` when neither variable is set.
     pub fn default_dir() -> Option<PathBuf> {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?;
-        Some(base.join("kubewasm").join("compiled"))
+        cache_dir("compiled")
     }
 
     fn entry(&self, digest: &str) -> PathBuf {

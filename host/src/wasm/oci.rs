@@ -273,9 +273,6 @@ impl OciError {
         let reference = reference.whole();
         let message = error.to_string();
         match error {
-            OciDistributionError::RequestError(e) if e.is_connect() || e.is_timeout() => {
-                Self::Unreachable { registry, message }
-            }
             OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => {
                 Self::Unreachable { registry, message }
             }

@@ -6,8 +6,9 @@
 //! name when read: a reader gets the whole module it asked for or nothing, and a damaged entry
 //! is removed.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use crate::wasm::compile_cache::cache_dir;
 use crate::wasm::module::sha256_hex;
 
 /// A folder of modules named by digest; without a folder, nothing is kept.
@@ -32,10 +33,7 @@ impl ModuleStore {
     /// The default folder: `$XDG_CACHE_HOME/kubewasm/modules`, else
     /// `$HOME/.cache/kubewasm/modules`; `None` when neither variable is set.
     pub fn default_dir() -> Option<PathBuf> {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?;
-        Some(base.join("kubewasm").join("modules"))
+        cache_dir("modules")
     }
 
     fn entry(&self, digest: &str) -> Option<PathBuf> {
