@@ -308,6 +308,9 @@ pub struct ModuleConfig {
     pub queue: Option<QueueConfig>,
     /// `cache.drop`: fields removed from the objects it reads before they are cached.
     pub drops: Vec<DropRule>,
+    /// Whether it is confined to `namespaces`, as a WasmController outside the cluster-wide
+    /// namespaces is: its watches of every namespace are narrowed to them.
+    pub confined: bool,
 }
 
 /// A rule of `cache.drop`: fields removed from every object of the matching kinds.
@@ -890,6 +893,7 @@ fn validate_overrides(
         grants,
         queue,
         drops,
+        confined: false,
     })
 }
 
@@ -1359,6 +1363,7 @@ queue:
                         fields: vec!["/data/ca.crt".parse().unwrap()],
                     },
                 ],
+                confined: false,
             }
         );
         assert_eq!(
@@ -1406,6 +1411,7 @@ queue:
                     grants: None,
                     queue: None,
                     drops: vec![],
+                    confined: false,
                 }],
                 manager: ManagerConfig::default(),
                 queue: QueueConfig {

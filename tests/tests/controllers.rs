@@ -10,15 +10,33 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind,
 use kubewasm_tests::podset::{self, install};
 use kubewasm_tests::registry;
 use kubewasm_tests::{
-    Language, WAIT, apply_yaml, control_plane, eventually, example_wasm, host_binary, repo_root,
-    with_host_args,
+    Language, WAIT, apply_yaml, control_plane, eventually, example_wasm, free_ports, host_binary,
+    http_get, repo_root, with_host_args,
 };
 use serde_json::{Value, json};
 
-/// The host configuration: no module files, WasmControllers watched; those in `namespace` may
-/// watch every namespace.
-fn config(namespace: &str) -> String {
-    format!("controllers:\n  watch: true\n  clusterNamespaces: [{namespace}]\n")
+/// The host configuration: no module files, WasmControllers watched, every one confined to its
+/// namespace.
+const CONFIG: &str = "controllers:\n  watch: true\n";
+
+/// The informers the host at `metrics` runs, as `kind namespace` (namespace empty: every one).
+async fn informers(metrics: &str) -> Result<Vec<String>> {
+    let (_, text) = http_get(metrics, "/metrics").await?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.strip_prefix("kubewasm_cache_objects{"))
+        .map(|labels| {
+            let label = |name: &str| {
+                labels
+                    .split(&format!("{name}=\""))
+                    .nth(1)
+                    .and_then(|v| v.split('"').next())
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            format!("{} {}", label("kind"), label("namespace"))
+        })
+        .collect())
 }
 
 fn controllers(client: &Client, namespace: &str) -> Api<DynamicObject> {
@@ -57,7 +75,8 @@ fn condition(object: &DynamicObject, kind: &str) -> Option<Value> {
 }
 
 #[tokio::test]
-async fn a_wasm_controller_from_a_registry_runs_its_module_until_deleted() -> Result<()> {
+async fn a_confined_wasm_controller_from_a_registry_runs_in_its_namespace_until_deleted()
+-> Result<()> {
     let plane = control_plane();
     let client = plane.client().await?;
     apply_yaml(
@@ -75,7 +94,10 @@ async fn a_wasm_controller_from_a_registry_runs_its_module_until_deleted() -> Re
     )?;
     let (_, digest) = pinned.split_once('@').context("a pinned reference")?;
 
-    with_host_args("controllers-registry", &config(ns.name()), &[], async |host| {
+    let [port] = free_ports()?;
+    let metrics = format!("127.0.0.1:{port}");
+    let args = ["--metrics-bind-address", metrics.as_str()];
+    with_host_args("controllers-registry", CONFIG, &args, async |host| {
         let api = controllers(&client, ns.name());
         let object: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "kubewasm.dev/v1alpha1", "kind": "WasmController",
@@ -101,10 +123,19 @@ async fn a_wasm_controller_from_a_registry_runs_its_module_until_deleted() -> Re
         let uid = podset::create(&podsets, "web", 2).await?;
         let seen = Mutex::new(HashSet::new());
         podset::converged(&podsets, &pods, &[uid], 2, &seen).await?;
+        // Confined: the Pods it watches are watched in its namespace only.
+        let mut running = informers(&metrics).await?;
+        running.sort();
+        let own = |kind: &str| format!("{kind} {}", ns.name());
+        assert_eq!(running, [own("Pod"), own("PodSet")]);
 
         api.delete("podset", &DeleteParams::default()).await?;
         eventually("the guest to be unloaded", WAIT, || async {
             Ok(host.log().contains("its guest is unloaded").then_some(()))
+        })
+        .await?;
+        eventually("its informers to stop", WAIT, || async {
+            Ok(informers(&metrics).await?.is_empty().then_some(()))
         })
         .await?;
         Ok(())

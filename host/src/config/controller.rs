@@ -2,8 +2,9 @@
 //! entries are, and confined to its namespace.
 //!
 //! A WasmController outside the host's cluster-wide namespaces runs only in its own namespace:
-//! its `namespaces` may name only that one (empty means it), and each grant is limited to it
-//! (a grant without namespaces is given it; one naming another is refused). Without grants it
+//! its `namespaces` may name only that one (empty means it), the kinds it watches in every
+//! namespace are watched in that one, and each grant is limited to it (a grant without
+//! namespaces is given it; one naming another is refused). Without grants it
 //! may do anything on the kinds it declares, in that namespace only. A cluster-scoped kind is
 //! never covered by a namespaced grant, so such a controller cannot declare one. In a
 //! cluster-wide namespace, the spec is taken as a file entry would be.
@@ -267,6 +268,7 @@ fn confine(module: &mut ModuleConfig, namespace: &str) -> Result<(), ConfigError
         ));
     }
     module.namespaces = vec![namespace.to_owned()];
+    module.confined = true;
     let grants = module.grants.get_or_insert_with(|| {
         vec![Grant {
             api_groups: vec!["*".into()],

@@ -68,6 +68,19 @@ pub enum HostError {
         /// What is missing.
         missing: Vec<Requirement>,
     },
+    /// A kind a confined module watches could not be resolved, so its watch cannot be narrowed.
+    #[error(
+        "{origin}: resolving {kind} to confine its watch to the controller's namespace: {source}"
+    )]
+    Unresolved {
+        /// Where the module comes from.
+        origin: String,
+        /// The kind, as `group/version Kind`.
+        kind: String,
+        /// What discovery answered.
+        #[source]
+        source: kube::Error,
+    },
     /// Two modules declare the same controller name.
     #[error("two modules are named {0:?}; set `name` in the configuration to tell them apart")]
     DuplicateName(String),
@@ -86,6 +99,7 @@ impl HostError {
             Self::Load(LoadError::World { .. }) => "WrongWorld",
             Self::Load(LoadError::Metadata { .. } | LoadError::Invalid { .. }) => "InvalidModule",
             Self::NotGranted { .. } => "NotGranted",
+            Self::Unresolved { .. } => "KindUnresolved",
             Self::DuplicateName(_) => "DuplicateName",
             Self::Watch(_) => "WatchFailed",
         }
@@ -403,7 +417,10 @@ impl Shared {
         config: &ModuleConfig,
     ) -> Result<(Arc<Module>, Settings), HostError> {
         let limits = Limits::from(config.limits);
-        let module = module::load_bytes(&self.runtime, origin, bytes, &limits).await?;
+        let mut module = module::load_bytes(&self.runtime, origin, bytes, &limits).await?;
+        if config.confined {
+            module = self.confine(module, &config.namespaces).await?;
+        }
         let settings = settings(config, &module.metadata, limits, self.queue);
         let needed = permissions::required(&module.metadata, &settings.namespaces);
         let missing = Permissions::new(settings.grants.clone()).missing(&needed);
@@ -415,6 +432,42 @@ impl Shared {
             });
         }
         Ok((module, settings))
+    }
+
+    /// `module` with each watch of a namespaced kind in every namespace narrowed to
+    /// `namespaces`. A cluster-scoped kind stays as declared, for the grants to refuse.
+    async fn confine(
+        &self,
+        module: Arc<Module>,
+        namespaces: &[String],
+    ) -> Result<Arc<Module>, HostError> {
+        let mut watches = Vec::new();
+        for watch in &module.metadata.watches {
+            let kind = &watch.selection.kind;
+            let namespaced = watch.selection.namespace.is_none()
+                && self
+                    .resources
+                    .resolve(kind)
+                    .await
+                    .map_err(|source| HostError::Unresolved {
+                        origin: module.origin.clone(),
+                        kind: format!("{} {}", kind.api_version(), kind.kind),
+                        source,
+                    })?
+                    .1;
+            if !namespaced {
+                watches.push(watch.clone());
+                continue;
+            }
+            watches.extend(namespaces.iter().map(|namespace| {
+                let mut narrowed = watch.clone();
+                narrowed.selection.namespace = Some(namespace.clone());
+                narrowed
+            }));
+        }
+        let mut confined = Module::clone(&module);
+        confined.metadata.watches = watches;
+        Ok(Arc::new(confined))
     }
 
     fn start_controller(&self, module: Arc<Module>, settings: Settings) -> Arc<Controller> {
@@ -636,7 +689,7 @@ impl Guests for Shared {
             Err(error) => Err(Refusal {
                 reason: error.reason(),
                 message: error.to_string(),
-                transient: false,
+                transient: matches!(error, HostError::Unresolved { .. }),
             }),
         }
     }

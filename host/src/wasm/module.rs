@@ -68,6 +68,7 @@ pub enum LoadError {
 }
 
 /// A compiled, pre-linked and validated module, ready to be instantiated for each call.
+#[derive(Clone)]
 pub struct Module {
     /// Where it was loaded from: its path or OCI reference.
     pub origin: String,
