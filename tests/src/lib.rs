@@ -710,6 +710,30 @@ pub async fn service_account_token(client: &Client, namespace: &str, name: &str)
         .context("the TokenRequest has no token")
 }
 
+/// Writes, at `path`, a kubeconfig for the test control plane that authenticates with `token`,
+/// as a host running under a service account does.
+pub fn token_kubeconfig(path: &Path, token: &str) -> Result<()> {
+    let kubeconfig = Kubeconfig::read_from(control_plane().kubeconfig())?;
+    let cluster = kubeconfig
+        .clusters
+        .first()
+        .and_then(|c| c.cluster.clone())
+        .context("the kubeconfig has no cluster")?;
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "test", "cluster": {
+            "server": cluster.server,
+            "certificate-authority": cluster.certificate_authority,
+        }}],
+        "users": [{ "name": "account", "user": { "token": token } }],
+        "contexts": [{ "name": "test", "context": { "cluster": "test", "user": "account" } }],
+        "current-context": "test",
+    });
+    std::fs::write(path, serde_json::to_string(&config)?)?;
+    Ok(())
+}
+
 /// A folder for one host's configuration and log, removed when dropped.
 fn host_dir(name: &str) -> Result<TempDir> {
     Ok(tempfile::Builder::new()

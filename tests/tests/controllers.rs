@@ -10,8 +10,9 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind,
 use kubewasm_tests::podset::{self, install};
 use kubewasm_tests::registry;
 use kubewasm_tests::{
-    Language, WAIT, apply_yaml, control_plane, eventually, example_wasm, free_ports, host_binary,
-    http_get, repo_root, with_host_args,
+    HostProcess, Language, WAIT, apply_yaml, apply_yaml_text, control_plane, eventually,
+    example_wasm, free_ports, host_binary, http_get, repo_root, service_account_token,
+    token_kubeconfig, with_host_args, with_started_host,
 };
 use serde_json::{Value, json};
 
@@ -138,6 +139,128 @@ async fn a_confined_wasm_controller_from_a_registry_runs_in_its_namespace_until_
             Ok(informers(&metrics).await?.is_empty().then_some(()))
         })
         .await?;
+        Ok(())
+    })
+    .await
+}
+
+/// RBAC for a host that runs WasmControllers as the service account `host` of `namespace`, where
+/// it may read PodSets and Pods and write PodSets, but not write Pods.
+fn host_rbac(namespace: &str) -> String {
+    format!(
+        "\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {namespace}-host}}
+rules:
+- apiGroups: [kubewasm.dev]
+  resources: [wasmcontrollers]
+  verbs: [get, list, watch]
+- apiGroups: [kubewasm.dev]
+  resources: [wasmcontrollers/status]
+  verbs: [get, patch]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {namespace}-host}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {namespace}-host}}
+subjects: [{{kind: ServiceAccount, name: host, namespace: {namespace}}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: host, namespace: {namespace}}}
+rules:
+- apiGroups: [kubewasm.dev]
+  resources: [podsets, podsets/status, podsets/finalizers]
+  verbs: ['*']
+- apiGroups: ['']
+  resources: [pods]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: host, namespace: {namespace}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: host}}
+subjects: [{{kind: ServiceAccount, name: host, namespace: {namespace}}}]
+"
+    )
+}
+
+#[tokio::test]
+async fn a_controller_needing_more_than_the_hosts_rbac_is_refused_until_the_host_may() -> Result<()>
+{
+    let plane = control_plane();
+    let client = plane.client().await?;
+    apply_yaml(
+        &client,
+        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
+        None,
+    )
+    .await?;
+    let ns = plane.namespace("wasmrbac").await?;
+    let (podsets, pods, _recorder) = install(&client, ns.name()).await?;
+    let reference = registry::shared().reference("controllers/podset:rbac");
+    push(&example_wasm("podset", Language::Rust), &reference)?;
+    let token = service_account_token(&client, ns.name(), "host").await?;
+    apply_yaml_text(&client, &host_rbac(ns.name()), None).await?;
+    let dir = tempfile::tempdir()?;
+    let kubeconfig = dir.path().join("kubeconfig");
+    token_kubeconfig(&kubeconfig, &token)?;
+
+    let host = HostProcess::start_via("controllers-rbac", CONFIG, &kubeconfig, &[])?;
+    with_started_host(host, async |host| {
+        let api = controllers(&client, ns.name());
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "kubewasm.dev/v1alpha1", "kind": "WasmController",
+            "metadata": { "name": "podset" },
+            "spec": { "module": { "image": reference } },
+        }))?;
+        api.create(&PostParams::default(), &object).await?;
+        let refused = eventually("the WasmController to be refused", WAIT, || async {
+            let object = api.get("podset").await?;
+            Ok(condition(&object, "Ready").filter(|c| c["reason"] == "NotPermitted"))
+        })
+        .await?;
+        assert_eq!(refused["status"], "False", "{refused}");
+        let message = refused["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("pods") && message.contains("create"),
+            "the refusal names what the host may not do: {message}"
+        );
+        let uid = podset::create(&podsets, "web", 2).await?;
+        ensure!(
+            host.log().contains("NotPermitted"),
+            "the refusal is logged:\n{}",
+            host.log()
+        );
+
+        let role: Value = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": { "name": "host-writes" },
+            "rules": [{ "apiGroups": [""], "resources": ["pods"], "verbs": ["create", "patch", "delete"] }],
+        });
+        let binding: Value = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": { "name": "host-writes" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "host-writes" },
+            "subjects": [{ "kind": "ServiceAccount", "name": "host", "namespace": ns.name() }],
+        });
+        apply_yaml_text(
+            &client,
+            &format!("{}\n---\n{}", serde_json::to_string(&role)?, serde_json::to_string(&binding)?),
+            Some(ns.name()),
+        )
+        .await?;
+        eventually("the WasmController to be Ready once the host may", WAIT, || async {
+            let object = api.get("podset").await?;
+            Ok(condition(&object, "Ready").filter(|c| c["status"] == "True"))
+        })
+        .await?;
+        let seen = Mutex::new(HashSet::new());
+        podset::converged(&podsets, &pods, &[uid], 2, &seen).await?;
         Ok(())
     })
     .await

@@ -35,6 +35,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::cluster::watch::{Informer, Informers, Resources};
 use crate::config::{Config, ModuleConfig, QueueConfig};
+use crate::control::access;
 use crate::control::controller::{Controller, Settings};
 use crate::control::objects::{self, Guests, Loaded, ObjectKey, Refusal};
 use crate::control::orphans::Orphans;
@@ -68,6 +69,22 @@ pub enum HostError {
         /// What is missing.
         missing: Vec<Requirement>,
     },
+    /// The host's own RBAC does not allow what a controller object's module may do.
+    #[error(
+        "{origin}: module {guest:?} may do what the host's own RBAC does not allow it:\n  {}",
+        denied.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  ")
+    )]
+    NotPermitted {
+        /// The guest.
+        guest: String,
+        /// Where the module comes from.
+        origin: String,
+        /// What the API server denies the host.
+        denied: Vec<Requirement>,
+    },
+    /// The host's own access could not be reviewed.
+    #[error("asking the API server what the host may do: {0}")]
+    AccessReview(#[source] kube::Error),
     /// A kind a confined module watches could not be resolved, so its watch cannot be narrowed.
     #[error(
         "{origin}: resolving {kind} to confine its watch to the controller's namespace: {source}"
@@ -99,6 +116,8 @@ impl HostError {
             Self::Load(LoadError::World { .. }) => "WrongWorld",
             Self::Load(LoadError::Metadata { .. } | LoadError::Invalid { .. }) => "InvalidModule",
             Self::NotGranted { .. } => "NotGranted",
+            Self::NotPermitted { .. } => "NotPermitted",
+            Self::AccessReview(_) => "AccessReviewFailed",
             Self::Unresolved { .. } => "KindUnresolved",
             Self::DuplicateName(_) => "DuplicateName",
             Self::Watch(_) => "WatchFailed",
@@ -194,7 +213,12 @@ impl Host {
                 .expect("the configuration's modules are files");
             let bytes = read(path).await?;
             let (module, settings) = shared
-                .prepare(path.display().to_string(), bytes, module_config)
+                .prepare(
+                    &GuestKey::File(path.to_owned()),
+                    path.display().to_string(),
+                    bytes,
+                    module_config,
+                )
                 .await?;
             if loaded
                 .iter()
@@ -409,9 +433,11 @@ impl Shared {
         }
     }
 
-    /// Loads and validates the module `bytes` from `origin`, and checks its grants.
+    /// Loads and validates the module `bytes` from `origin`, and checks its grants; for a
+    /// controller object, also that the host's own RBAC allows all it may do.
     async fn prepare(
         &self,
+        key: &GuestKey,
         origin: String,
         bytes: Vec<u8>,
         config: &ModuleConfig,
@@ -430,6 +456,19 @@ impl Shared {
                 origin: module.origin.clone(),
                 missing,
             });
+        }
+        if let GuestKey::Object { .. } = key {
+            let needs = permissions::needs(&module.metadata, config);
+            let denied = access::denied(self.resources.client(), &needs)
+                .await
+                .map_err(HostError::AccessReview)?;
+            if !denied.is_empty() {
+                return Err(HostError::NotPermitted {
+                    guest: settings.name,
+                    origin: module.origin.clone(),
+                    denied,
+                });
+            }
         }
         Ok((module, settings))
     }
@@ -580,22 +619,22 @@ impl Shared {
     ) -> Result<Loaded, HostError> {
         let current = self.guest(&key);
         let started = Instant::now();
-        let prepared = self
-            .prepare(origin, bytes, config)
-            .await
-            .and_then(|(module, settings)| {
-                let taken = self
-                    .guests
-                    .lock()
-                    .expect("guest table lock")
-                    .iter()
-                    .any(|(k, c)| *k != key && c.name() == settings.name);
-                if taken {
-                    Err(HostError::DuplicateName(settings.name))
-                } else {
-                    Ok((module, settings))
-                }
-            });
+        let prepared =
+            self.prepare(&key, origin, bytes, config)
+                .await
+                .and_then(|(module, settings)| {
+                    let taken = self
+                        .guests
+                        .lock()
+                        .expect("guest table lock")
+                        .iter()
+                        .any(|(k, c)| *k != key && c.name() == settings.name);
+                    if taken {
+                        Err(HostError::DuplicateName(settings.name))
+                    } else {
+                        Ok((module, settings))
+                    }
+                });
         let (module, mut settings) = match prepared {
             Ok(prepared) => prepared,
             Err(error) => {
@@ -689,7 +728,13 @@ impl Guests for Shared {
             Err(error) => Err(Refusal {
                 reason: error.reason(),
                 message: error.to_string(),
-                transient: matches!(error, HostError::Unresolved { .. }),
+                // What the host may do and which kinds exist change without the object.
+                transient: matches!(
+                    error,
+                    HostError::NotPermitted { .. }
+                        | HostError::AccessReview(_)
+                        | HostError::Unresolved { .. }
+                ),
             }),
         }
     }

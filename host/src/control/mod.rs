@@ -4,6 +4,7 @@
 //! The host runs one controller per module on shared informers and reloads modules as their
 //! files change; an unloaded guest's finalizer is watched until the guest runs again.
 
+pub mod access;
 pub mod apply;
 pub mod controller;
 pub mod events;
