@@ -1,35 +1,47 @@
 //! The artifacts in deploy/: the kustomize overlay of the example guests applies (server-side, dry
-//! run first) and yields a host with the expected shape and permissions; the Helm chart, with
-//! ConfigMap or image modules and with its ServiceMonitor, and the kustomize ServiceMonitor
-//! component pass a server-side dry run; kustomize and Helm render the same host, whose
-//! ClusterRole is what `kubewasm rbac` prints for its configuration and modules.
+//! run first, after the WasmController CRD) and yields a host with the expected shape and
+//! permissions, and the host run as its service account with its configuration runs the
+//! overlay's WasmControllers from a real registry; the Helm chart, with and without module files
+//! and with its ServiceMonitor, and the kustomize ServiceMonitor component pass a server-side dry
+//! run; kustomize and Helm render the same host and CRD, the chart's CRD is deploy/crds', and the
+//! ClusterRole is what `kubewasm rbac` prints for the WasmControllers' modules and grants.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::PostParams;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::config::Kubeconfig;
 use kube::{Api, Client};
-use kubewasm_tests::{ControlPlane, control_plane, helm, host_binary, kubectl, repo_root};
+use kubewasm_tests::registry::Registry;
+use kubewasm_tests::{
+    ControlPlane, HostProcess, WAIT, apply_yaml_text, control_plane, eventually, guest_wasm, helm,
+    host_binary, kubectl, podset, repo_root, with_started_host,
+};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "kubewasm-system";
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:kubewasm-system:kubewasm";
 const MODULES: [&str; 2] = ["podset", "website"];
+/// The CRD of deploy/crds, in the kustomize base and the chart's `crds/`.
+const CRD: &str = "wasmcontrollers.kubewasm.dev";
 
 #[tokio::test]
-async fn kustomize_examples_apply_and_have_the_expected_shape() -> Result<()> {
+async fn kustomize_examples_apply_and_run_as_the_service_account() -> Result<()> {
     let plane = control_plane();
     let client = plane.client().await?;
+    install_crd(plane)?;
     let rendered = run(Command::new(kubectl()).arg("kustomize").arg(examples()))?;
     // A dry run does not create the namespace that the other objects are created in.
     let namespace = documents(&rendered)?
@@ -82,11 +94,27 @@ async fn kustomize_examples_apply_and_have_the_expected_shape() -> Result<()> {
         container["ports"]
     );
     let args = container["args"].as_array().context("args")?;
-    for arg in ["--leader-elect", "--health-probe-bind-address=:8081"] {
+    // The root file system is read-only: compiled and pulled modules go to the emptyDir.
+    for arg in [
+        "--leader-elect",
+        "--health-probe-bind-address=:8081",
+        "--compile-cache-dir=/var/cache/kubewasm/compiled",
+        "--module-store-dir=/var/cache/kubewasm/modules",
+    ] {
         ensure!(args.contains(&json!(arg)), "{arg} in {args:?}");
     }
+    let mounts = by_name(&container["volumeMounts"]);
+    ensure!(
+        mounts["compile-cache"]["mountPath"] == "/var/cache/kubewasm",
+        "the cache volume is at /var/cache/kubewasm: {}",
+        mounts["compile-cache"]
+    );
 
     let volumes = by_name(&pod["volumes"]);
+    ensure!(
+        volumes["compile-cache"]["emptyDir"].is_object(),
+        "the cache is an emptyDir"
+    );
     let config_name = volumes["config"]["configMap"]["name"]
         .as_str()
         .context("the config volume is a ConfigMap")?;
@@ -97,41 +125,39 @@ async fn kustomize_examples_apply_and_have_the_expected_shape() -> Result<()> {
         .unwrap_or_default()
         .remove("kubewasm.yaml")
         .context("the config ConfigMap holds kubewasm.yaml")?;
-    let paths: Vec<Value> = serde_yaml::from_str::<Value>(&text)?["modules"]
-        .as_array()
-        .context("modules")?
+    let parsed: Value = serde_yaml::from_str(&text)?;
+    ensure!(
+        parsed["controllers"]["watch"] == true
+            && parsed["controllers"]["clusterNamespaces"] == json!([NAMESPACE])
+            && parsed["modules"].as_array().is_none_or(Vec::is_empty),
+        "the host runs WasmControllers, those of {NAMESPACE} cluster-wide, and no module file: \
+         {parsed}"
+    );
+
+    // The example guests are WasmControllers in the host's namespace, by image.
+    let controllers = wasm_controllers(&client, NAMESPACE);
+    let listed = controllers.list(&ListParams::default()).await?.items;
+    let images: BTreeMap<String, Value> = listed
         .iter()
-        .map(|m| m["path"].clone())
+        .map(|c| {
+            (
+                c.metadata.name.clone().unwrap_or_default(),
+                c.data["spec"]["module"]["image"].clone(),
+            )
+        })
+        .collect();
+    let expected: BTreeMap<String, Value> = MODULES
+        .iter()
+        .map(|m| {
+            (
+                m.to_string(),
+                json!(format!("registry.example.com/kubewasm/{m}:0.1.0")),
+            )
+        })
         .collect();
     ensure!(
-        paths == MODULES.map(|m| json!(format!("/modules/{m}.wasm"))),
-        "module paths: {paths:?}"
-    );
-    let sources = &volumes["modules"]["projected"]["sources"];
-    ensure!(
-        *sources
-            == json!(
-                MODULES.map(|m| json!({"configMap": {"name": format!("kubewasm-module-{m}")}}))
-            ),
-        "one projected ConfigMap per module: {sources}"
-    );
-    for module in MODULES {
-        let stored = config_maps
-            .get(&format!("kubewasm-module-{module}"))
-            .await?
-            .binary_data
-            .unwrap_or_default()
-            .remove(&format!("{module}.wasm"))
-            .with_context(|| format!("binaryData {module}.wasm"))?;
-        let built = std::fs::read(examples().join(format!("{module}.wasm")))?;
-        ensure!(
-            stored.0 == built,
-            "the ConfigMap holds {module}.wasm as built"
-        );
-    }
-    ensure!(
-        volumes["compile-cache"]["emptyDir"].is_object(),
-        "the compile cache is an emptyDir"
+        images == expected,
+        "the WasmControllers' images: {images:?}"
     );
 
     let service = Api::<Service>::namespaced(client.clone(), NAMESPACE)
@@ -142,30 +168,47 @@ async fn kustomize_examples_apply_and_have_the_expected_shape() -> Result<()> {
         ports[0]["name"] == "metrics" && ports[0]["port"] == 8080,
         "metrics Service ports: {ports}"
     );
-    let binding = Api::<ClusterRoleBinding>::all(client.clone())
-        .get("kubewasm")
-        .await?;
-    ensure!(binding.role_ref.kind == "ClusterRole" && binding.role_ref.name == "kubewasm");
+    for name in ["kubewasm", "kubewasm-wasmcontrollers"] {
+        let binding = Api::<ClusterRoleBinding>::all(client.clone())
+            .get(name)
+            .await?;
+        ensure!(
+            binding.role_ref.kind == "ClusterRole" && binding.role_ref.name == name,
+            "{name} binds its ClusterRole: {:?}",
+            binding.role_ref
+        );
+    }
 
-    permissions(&client, &text).await
+    permissions(&client, &listed).await?;
+    runs_as_the_service_account(plane, &client, &text).await
 }
 
-/// The service account may do what the configuration grants the modules, create events and
-/// hold its Lease, and nothing beyond.
-async fn permissions(client: &Client, config: &str) -> Result<()> {
+/// The service account may do what the WasmControllers grant their modules, follow and report
+/// on WasmControllers, read the Secrets and ConfigMaps they name, create events, review its own
+/// access and hold its Lease, and nothing beyond.
+async fn permissions(client: &Client, controllers: &[DynamicObject]) -> Result<()> {
     let mut allowed = vec![
+        ("kubewasm.dev", "wasmcontrollers", "list", ""),
+        ("kubewasm.dev", "wasmcontrollers", "watch", ""),
+        ("kubewasm.dev", "wasmcontrollers/status", "get", ""),
+        ("kubewasm.dev", "wasmcontrollers/status", "patch", ""),
+        ("", "secrets", "get", ""),
+        ("", "configmaps", "get", ""),
         ("events.k8s.io", "events", "create", ""),
+        (
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews",
+            "create",
+            "",
+        ),
         ("coordination.k8s.io", "leases", "get", NAMESPACE),
         ("coordination.k8s.io", "leases", "create", NAMESPACE),
         ("coordination.k8s.io", "leases", "update", NAMESPACE),
     ];
-    let config: Value = serde_yaml::from_str(config)?;
     let mut granted = Vec::new();
-    for grant in config["modules"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|m| m["grants"].as_array().into_iter().flatten())
+    for grant in controllers
+        .iter()
+        .flat_map(|c| c.data["spec"]["grants"].as_array().into_iter().flatten())
     {
         for group in strings(&grant["apiGroups"]) {
             for resource in strings(&grant["resources"]) {
@@ -175,7 +218,7 @@ async fn permissions(client: &Client, config: &str) -> Result<()> {
             }
         }
     }
-    ensure!(!granted.is_empty(), "the configuration grants something");
+    ensure!(!granted.is_empty(), "the WasmControllers grant something");
     allowed.extend(
         granted
             .iter()
@@ -188,7 +231,14 @@ async fn permissions(client: &Client, config: &str) -> Result<()> {
         );
     }
     let denied = [
-        ("", "secrets", "get", ""),
+        // It reads the Secrets that objects name; it never lists them.
+        ("", "secrets", "list", ""),
+        ("", "secrets", "watch", ""),
+        // WasmControllers are written by their users; the host writes only their status.
+        ("kubewasm.dev", "wasmcontrollers", "create", ""),
+        ("kubewasm.dev", "wasmcontrollers", "patch", ""),
+        ("kubewasm.dev", "wasmcontrollers", "update", ""),
+        ("kubewasm.dev", "wasmcontrollers", "delete", ""),
         ("kubewasm.dev", "websites", "delete", ""),
         ("kubewasm.dev", "podsets", "patch", ""),
         ("coordination.k8s.io", "leases", "update", "default"),
@@ -199,6 +249,207 @@ async fn permissions(client: &Client, config: &str) -> Result<()> {
             "the service account may not {verb} {resource} ({group}) in {namespace:?}"
         );
     }
+    Ok(())
+}
+
+/// Runs the host with the overlay's configuration `config` as the overlay's service account (a
+/// token from the TokenRequest API), after pointing the WasmControllers at a real registry with
+/// kustomize's `images:`: both load, report Ready with the pushed digests and an Event, and
+/// their guests reconcile a PodSet and a Website.
+async fn runs_as_the_service_account(
+    plane: &ControlPlane,
+    client: &Client,
+    config: &str,
+) -> Result<()> {
+    let registry = Registry::start();
+    let mut pushed = BTreeMap::new();
+    for module in MODULES {
+        let reference = registry.reference(&format!("kubewasm/{module}:0.1.0"));
+        pushed.insert(module, push(&guest_wasm(module), &reference)?);
+    }
+
+    // An overlay of the examples that sets the images, as a user's would.
+    let overlay = tempfile::tempdir()?;
+    let to_repo = relative_to(overlay.path(), &repo_root())?;
+    let images: String = MODULES
+        .iter()
+        .map(|m| {
+            format!(
+                "  - name: registry.example.com/kubewasm/{m}\n    newName: {}\n",
+                registry.reference(&format!("kubewasm/{m}"))
+            )
+        })
+        .collect();
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "resources: [{}/deploy/kustomize/examples]\nimages:\n{images}",
+            to_repo.display()
+        ),
+    )?;
+    let rendered = run(Command::new(kubectl()).arg("kustomize").arg(overlay.path()))?;
+    let objects: Vec<Value> = documents(&rendered)?
+        .into_iter()
+        .filter(|o| o["kind"] == "WasmController")
+        .collect();
+    for object in &objects {
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let image = &object["spec"]["module"]["image"];
+        ensure!(
+            *image == json!(registry.reference(&format!("kubewasm/{name}:0.1.0"))),
+            "`images:` sets the module image of {name}: {image}"
+        );
+    }
+    ensure!(objects.len() == MODULES.len(), "{objects:?}");
+    let text = objects
+        .iter()
+        .map(serde_json::to_string)
+        .collect::<Result<Vec<_>, _>>()?
+        .join("\n---\n");
+    apply(plane, &text, false)?;
+
+    let token = token(client).await?;
+    let dir = tempfile::tempdir()?;
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, token_kubeconfig(plane, &token)?)?;
+    let host = HostProcess::start_via("deploy-examples", config, &kubeconfig, &[])?;
+    let ns = plane.namespace("examples").await?;
+    with_started_host(host, async |host| {
+        let controllers = wasm_controllers(client, NAMESPACE);
+        for module in MODULES {
+            let pinned = &pushed[module];
+            let (_, digest) = pinned.split_once('@').context("a pinned reference")?;
+            let status = eventually(&format!("WasmController {module} Ready"), WAIT, || async {
+                let object = controllers.get(module).await?;
+                let current = object.data["status"]["observedGeneration"]
+                    == json!(object.metadata.generation);
+                let ready = object.data["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
+                Ok((current && ready).then(|| object.data["status"].clone()))
+            })
+            .await?;
+            ensure!(
+                status["digest"] == digest && status["image"] == pinned.as_str(),
+                "{module} runs what was pushed, {pinned}: {status}"
+            );
+        }
+        let events = Api::<Event>::namespaced(client.clone(), NAMESPACE);
+        eventually("an Event on each WasmController", WAIT, || async {
+            let listed = events.list(&ListParams::default()).await?.items;
+            let recorded = MODULES.iter().all(|m| {
+                listed.iter().any(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(m)
+                        && e.reason.as_deref() == Some("Loaded")
+                })
+            });
+            Ok(recorded.then_some(()))
+        })
+        .await?;
+
+        // The guests act in another namespace: the WasmControllers are cluster-wide.
+        let podsets = podset::podsets(client, ns.name());
+        let pods = Api::<Pod>::namespaced(client.clone(), ns.name());
+        let uid = podset::create(&podsets, "web", 2).await?;
+        podset::converged(&podsets, &pods, &[uid], 2, &Mutex::new(HashSet::new())).await?;
+        let website =
+            std::fs::read_to_string(repo_root().join("examples/website/samples/website.yaml"))?;
+        let hello = website.split("\n---\n").next().context("a Website")?;
+        apply_yaml_text(client, hello, Some(ns.name())).await?;
+        let deployments = Api::<Deployment>::namespaced(client.clone(), ns.name());
+        let services = Api::<Service>::namespaced(client.clone(), ns.name());
+        eventually("the Website's Deployment and Service", WAIT, || async {
+            let found = deployments.get_opt("hello").await?.is_some()
+                && services.get_opt("hello").await?.is_some();
+            Ok(found.then_some(()))
+        })
+        .await?;
+        ensure!(
+            !host.log().contains("forbidden"),
+            "the host was refused nothing:\n{}",
+            host.log()
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// A token of the overlay's service account from the TokenRequest API, valid for an hour.
+async fn token(client: &Client) -> Result<String> {
+    let request: TokenRequest = serde_json::from_value(json!({
+        "spec": { "audiences": [], "expirationSeconds": 3600 },
+    }))?;
+    Api::<ServiceAccount>::namespaced(client.clone(), NAMESPACE)
+        .create_token_request("kubewasm", &PostParams::default(), &request)
+        .await?
+        .status
+        .and_then(|status| status.token)
+        .context("the TokenRequest has no token")
+}
+
+/// A kubeconfig reaching the test API server with `token`.
+fn token_kubeconfig(plane: &ControlPlane, token: &str) -> Result<String> {
+    let admin = Kubeconfig::read_from(plane.kubeconfig())?;
+    let cluster = admin
+        .clusters
+        .first()
+        .and_then(|c| c.cluster.clone())
+        .context("the kubeconfig has no cluster")?;
+    let config = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "test", "cluster": {
+            "server": cluster.server,
+            "certificate-authority": cluster.certificate_authority,
+        }}],
+        "users": [{ "name": "kubewasm", "user": { "token": token } }],
+        "contexts": [{ "name": "kubewasm", "context": {
+            "cluster": "test", "user": "kubewasm", "namespace": NAMESPACE,
+        }}],
+        "current-context": "kubewasm",
+    });
+    Ok(serde_yaml::to_string(&config)?)
+}
+
+/// Pushes `module` as `reference` with `kubewasm push`; returns the pinned reference.
+fn push(module: &Path, reference: &str) -> Result<String> {
+    let pinned = run(Command::new(host_binary())
+        .arg("push")
+        .arg(module)
+        .arg(reference)
+        .env("DOCKER_CONFIG", "/nonexistent"))?;
+    Ok(pinned.trim().to_owned())
+}
+
+/// The WasmControllers of `namespace`.
+fn wasm_controllers(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "WasmController");
+    Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::from_gvk_with_plural(&gvk, "wasmcontrollers"),
+    )
+}
+
+/// Applies deploy/crds as the README says, before objects of its kind, and waits until the
+/// API server serves it.
+fn install_crd(plane: &ControlPlane) -> Result<()> {
+    run(Command::new(kubectl())
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig())
+        .args(["apply", "--server-side", "-k"])
+        .arg(repo_root().join("deploy/crds")))?;
+    run(Command::new(kubectl())
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig())
+        .args([
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{CRD}"),
+        ]))?;
     Ok(())
 }
 
@@ -241,21 +492,36 @@ async fn can(
 async fn helm_chart_passes_a_server_side_dry_run() -> Result<()> {
     let plane = control_plane();
     let ns = plane.namespace("helm").await?;
+    install_crd(plane)?;
     run(Command::new(helm())
         .args(["lint", "--strict", "--values"])
         .arg(example_values())
         .arg(chart()))?;
 
-    let with_config_maps = render_chart("kubewasm-dry-run", ns.name(), &[])?;
-    apply(plane, &with_config_maps, true)?;
+    let examples = render_chart("kubewasm-dry-run", ns.name(), &[])?;
+    let applied = documents(&apply(plane, &examples, true)?)?;
+    let items: Vec<&Value> = applied
+        .iter()
+        .flat_map(|o| o["items"].as_array().into_iter().flatten())
+        .collect();
+    let controllers: Vec<&str> = items
+        .iter()
+        .filter(|o| o["kind"] == "WasmController")
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    ensure!(
+        controllers == MODULES,
+        "the API server accepts the example WasmControllers: {controllers:?}"
+    );
 
+    // Module files from an image, beside the WasmControllers.
     let image = "ghcr.io/kubewasm/example-modules:0.1.0";
     let with_image = render_chart(
         "kubewasm-dry-run",
         ns.name(),
         &[
             "--set",
-            "modules.configMaps=null",
+            "config.modules[0].path=/modules/podset.wasm",
             "--set",
             &format!("modules.image.reference={image}"),
         ],
@@ -273,15 +539,73 @@ async fn helm_chart_passes_a_server_side_dry_run() -> Result<()> {
         volumes["modules"]
     );
 
-    let both = Command::new(helm())
-        .args(["template", "kubewasm", "--values"])
-        .arg(example_values())
-        .args(["--set", &format!("modules.image.reference={image}")])
-        .arg(chart())
-        .output()?;
+    // Module files only, from ConfigMaps: no WasmController RBAC.
+    let files_only = render_chart(
+        "kubewasm-dry-run",
+        ns.name(),
+        &[
+            "--set",
+            "config.controllers=null",
+            "--set",
+            "config.modules[0].path=/modules/podset.wasm",
+            "--set",
+            "modules.configMaps[0]=kubewasm-module-podset",
+        ],
+    )?;
+    let objects = documents(&files_only)?;
     ensure!(
-        !both.status.success() && String::from_utf8_lossy(&both.stderr).contains("not both"),
-        "ConfigMaps and an image together are refused"
+        !objects
+            .iter()
+            .any(|o| o["metadata"]["name"] == "kubewasm-dry-run-wasmcontrollers"),
+        "without controllers.watch the host gets no WasmController RBAC"
+    );
+    apply(plane, &files_only, true)?;
+
+    let refused = |args: &[&str], because: &str| -> Result<()> {
+        let output = Command::new(helm())
+            .arg("template")
+            .arg("kubewasm")
+            .args(args)
+            .arg(chart())
+            .output()?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        ensure!(
+            !output.status.success() && stderr.contains(because),
+            "helm template {args:?} is refused with {because:?}: {stderr}"
+        );
+        Ok(())
+    };
+    refused(&[], "set controllers.watch")?;
+    refused(
+        &["--set", "config.modules[0].path=/modules/podset.wasm"],
+        "where /modules comes from",
+    )?;
+    let both = [
+        "--set",
+        "config.modules[0].path=/modules/podset.wasm",
+        "--set",
+        "modules.configMaps[0]=kubewasm-module-podset",
+        "--set",
+        &format!("modules.image.reference={image}"),
+    ];
+    refused(&both, "not both")?;
+    Ok(())
+}
+
+#[test]
+fn the_chart_installs_the_crd_of_deploy_crds() -> Result<()> {
+    let source = std::fs::read(repo_root().join("deploy/crds/wasmcontrollers.yaml"))?;
+    let copy = std::fs::read(chart().join("crds/wasmcontrollers.yaml"))?;
+    ensure!(
+        source == copy,
+        "deploy/helm/kubewasm/crds/wasmcontrollers.yaml differs from deploy/crds: copy it again"
+    );
+    let listed = std::fs::read_dir(chart().join("crds"))?
+        .map(|entry| Ok(entry?.file_name()))
+        .collect::<Result<Vec<_>>>()?;
+    ensure!(
+        listed == ["wasmcontrollers.yaml"],
+        "the chart's crds/: {listed:?}"
     );
     Ok(())
 }
@@ -369,22 +693,9 @@ fn kustomize_and_helm_render_the_same_host() -> Result<()> {
     let kustomized = documents(&run(Command::new(kubectl())
         .arg("kustomize")
         .arg(examples()))?)?;
-    let charted = documents(&render_chart("kubewasm", NAMESPACE, &[])?)?;
+    let charted = documents(&render_chart("kubewasm", NAMESPACE, &["--include-crds"])?)?;
 
     let charted = essentials(&charted, &BTreeMap::new());
-    // The ConfigMaps the chart expects to exist: the modules, created apart from the release.
-    let module_config_maps: Vec<String> =
-        charted[&("Deployment".into(), "kubewasm".into())]["spec"]["template"]["spec"]["volumes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|v| v["projected"]["sources"].as_array().into_iter().flatten())
-            .filter_map(|s| s["configMap"]["name"].as_str().map(str::to_owned))
-            .collect();
-    ensure!(
-        !module_config_maps.is_empty(),
-        "the example values project ConfigMaps"
-    );
     // kustomize names the configuration after its content.
     let renames: BTreeMap<String, String> = kustomized
         .iter()
@@ -394,11 +705,14 @@ fn kustomize_and_helm_render_the_same_host() -> Result<()> {
         .collect();
     ensure!(renames.len() == 1, "one hashed configuration: {renames:?}");
     let mut kustomized = essentials(&kustomized, &renames);
+    // The Namespace, and the examples' own CRDs, are created apart from a Helm release.
     kustomized.retain(|(kind, name), _| {
-        kind != "Namespace"
-            && kind != "CustomResourceDefinition"
-            && !(kind == "ConfigMap" && module_config_maps.contains(name))
+        kind != "Namespace" && !(kind == "CustomResourceDefinition" && name != CRD)
     });
+    ensure!(
+        charted.contains_key(&("CustomResourceDefinition".into(), CRD.into())),
+        "the chart installs {CRD}"
+    );
 
     let keys = |objects: &BTreeMap<(String, String), Value>| -> Vec<(String, String)> {
         objects.keys().cloned().collect()
@@ -422,14 +736,42 @@ fn kustomize_and_helm_render_the_same_host() -> Result<()> {
     Ok(())
 }
 
+/// The ClusterRole of the overlay is what `kubewasm rbac` prints for a file configuration that
+/// runs each WasmController's module with its grants: what the host, which takes the spec of a
+/// WasmController in a cluster-wide namespace as it takes a file entry, needs for them.
 #[test]
 fn the_cluster_role_is_what_kubewasm_rbac_prints() -> Result<()> {
     let dir = examples();
+    let controllers = documents(&std::fs::read_to_string(dir.join("wasmcontrollers.yaml"))?)?;
+    let mut modules = Vec::new();
+    for controller in &controllers {
+        let name = controller["metadata"]["name"].as_str().context("a name")?;
+        let spec = &controller["spec"];
+        let keys: Vec<&String> = spec.as_object().context("a spec")?.keys().collect();
+        ensure!(
+            keys == ["grants", "module"],
+            "{name}: a spec of module and grants alone, as the entry below: {keys:?}"
+        );
+        modules.push(json!({
+            "path": guest_wasm(name),
+            "grants": spec["grants"],
+        }));
+    }
+    let names: Vec<&str> = controllers
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str())
+        .collect();
+    ensure!(names == MODULES, "the WasmControllers: {names:?}");
+    let config = tempfile::tempdir()?;
+    let path = config.path().join("kubewasm.yaml");
+    std::fs::write(
+        &path,
+        serde_yaml::to_string(&json!({ "modules": modules }))?,
+    )?;
     let printed = run(Command::new(host_binary())
         .arg("rbac")
         .arg("--config")
-        .arg(dir.join("kubewasm.yaml"))
-        .args(MODULES.map(|m| dir.join(format!("{m}.wasm")))))?;
+        .arg(&path))?;
     let committed = std::fs::read_to_string(dir.join("clusterrole.yaml"))?;
     ensure!(
         printed == committed,
@@ -502,20 +844,9 @@ fn essentials(
     found
 }
 
-/// The examples overlay, with its modules built by its `build` script (once per test process).
-fn examples() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let dir = repo_root().join("deploy/kustomize/examples");
-        let status = Command::new(dir.join("build"))
-            .status()
-            .expect("running deploy/kustomize/examples/build");
-        assert!(
-            status.success(),
-            "deploy/kustomize/examples/build: {status}"
-        );
-        dir
-    })
+/// The examples overlay.
+fn examples() -> PathBuf {
+    repo_root().join("deploy/kustomize/examples")
 }
 
 fn chart() -> PathBuf {

@@ -21,3 +21,8 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
+
+{{/* "true" when the configuration runs WasmController objects (config.controllers.watch). */}}
+{{- define "kubewasm.watchesControllers" -}}
+{{- if (.Values.config.controllers | default dict).watch -}}true{{- end -}}
+{{- end -}}
