@@ -530,6 +530,8 @@ struct RawControllers {
     #[serde(default)]
     watch: bool,
     #[serde(default)]
+    namespaces: Vec<String>,
+    #[serde(default)]
     cluster_namespaces: Vec<String>,
     #[serde(default)]
     allow_paths: bool,
@@ -704,6 +706,7 @@ fn validate_controllers(raw: Option<RawControllers>) -> Result<ControllersConfig
     };
     let cluster_namespaces =
         namespace_list(raw.cluster_namespaces, "controllers.clusterNamespaces")?;
+    let namespaces = namespace_list(raw.namespaces, "controllers.namespaces")?;
     let registries = raw.registries.unwrap_or(RawRegistries {
         insecure: Vec::new(),
         max_module_size: None,
@@ -715,6 +718,7 @@ fn validate_controllers(raw: Option<RawControllers>) -> Result<ControllersConfig
     };
     Ok(ControllersConfig {
         watch: raw.watch,
+        namespaces,
         cluster_namespaces,
         allow_paths: raw.allow_paths,
         insecure_registries: registries.insecure,

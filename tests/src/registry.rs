@@ -43,6 +43,37 @@ pub fn basic_authorization(user: &str, password: &str) -> String {
     )
 }
 
+/// Pushes `layer` with `config` (each a media type and bytes) as `reference` on a loopback
+/// registry, as a tool other than kubewasm might: nothing is checked.
+pub async fn push_raw(
+    reference: &str,
+    config: (&str, Vec<u8>),
+    layer: (&str, Vec<u8>),
+) -> anyhow::Result<()> {
+    use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+    use oci_client::manifest::OciImageManifest;
+    use oci_client::secrets::RegistryAuth;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = oci_client::Client::new(ClientConfig {
+        protocol: ClientProtocol::Http,
+        ..ClientConfig::default()
+    });
+    let reference: oci_client::Reference = reference.parse()?;
+    let layers = [ImageLayer::new(layer.1, layer.0.into(), None)];
+    let config = Config::new(config.1, config.0.into(), None);
+    let manifest = OciImageManifest::build(&layers, &config, None);
+    client
+        .push(
+            &reference,
+            &layers,
+            config,
+            &RegistryAuth::Anonymous,
+            Some(manifest),
+        )
+        .await?;
+    Ok(())
+}
+
 /// The anonymous registry of this test process, started on first use. It stops when the process
 /// exits; its folder stays until a later test process starts a registry.
 pub fn shared() -> &'static Registry {

@@ -8,12 +8,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use anyhow::{Context, Result, ensure};
-use kubewasm_tests::registry::{self, Registry};
+use kubewasm_tests::registry::{self, Registry, push_raw};
 use kubewasm_tests::{guest_wasm, host_binary, http_get_with};
-use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
-use oci_client::manifest::OciImageManifest;
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
 
 /// Runs `kubewasm ARGS` with `stdin` and the environment `env`.
 fn kubewasm(args: &[&str], stdin: &str, env: &[(&str, &Path)]) -> Output {
@@ -64,29 +60,6 @@ async fn manifest(registry: &Registry, path: &str) -> Result<serde_json::Value> 
     .await?;
     ensure!(status == 200, "GET {path}: {status} {body}");
     Ok(serde_json::from_str(&body)?)
-}
-
-/// Pushes `layer` with `config` as `reference`, as a tool other than kubewasm might.
-async fn push_raw(reference: &str, config: (&str, Vec<u8>), layer: (&str, Vec<u8>)) -> Result<()> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = Client::new(ClientConfig {
-        protocol: ClientProtocol::Http,
-        ..ClientConfig::default()
-    });
-    let reference: Reference = reference.parse()?;
-    let layers = [ImageLayer::new(layer.1, layer.0.into(), None)];
-    let config = Config::new(config.1, config.0.into(), None);
-    let manifest = OciImageManifest::build(&layers, &config, None);
-    client
-        .push(
-            &reference,
-            &layers,
-            config,
-            &RegistryAuth::Anonymous,
-            Some(manifest),
-        )
-        .await?;
-    Ok(())
 }
 
 /// Whether the registry's access log shows a fetch of the blob `digest`.

@@ -5,20 +5,24 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kubewasm_tests::podset::{self, install};
-use kubewasm_tests::registry;
+use kubewasm_tests::registry::{self, Registry, push_raw};
 use kubewasm_tests::{
     HostProcess, Language, WAIT, apply_yaml, apply_yaml_text, control_plane, eventually,
-    example_wasm, free_ports, host_binary, http_get, repo_root, service_account_token,
-    token_kubeconfig, with_host_args, with_started_host,
+    example_wasm, free_ports, guest_wasm, guest_wasm_with, host_binary, http_get, repo_root,
+    service_account_token, token_kubeconfig, with_host_args, with_started_host,
 };
 use serde_json::{Value, json};
 
-/// The host configuration: no module files, WasmControllers watched, every one confined to its
-/// namespace.
-const CONFIG: &str = "controllers:\n  watch: true\n";
+/// The host configuration: no module files, the WasmControllers of `namespace` watched (so that
+/// hosts of tests side by side leave each other's alone), every one confined to its namespace.
+fn config(namespace: &str) -> String {
+    format!("controllers:\n  watch: true\n  namespaces: [{namespace}]\n")
+}
 
 /// The informers the host at `metrics` runs, as `kind namespace` (namespace empty: every one).
 async fn informers(metrics: &str) -> Result<Vec<String>> {
@@ -98,7 +102,7 @@ async fn a_confined_wasm_controller_from_a_registry_runs_in_its_namespace_until_
     let [port] = free_ports()?;
     let metrics = format!("127.0.0.1:{port}");
     let args = ["--metrics-bind-address", metrics.as_str()];
-    with_host_args("controllers-registry", CONFIG, &args, async |host| {
+    with_host_args("controllers-registry", &config(ns.name()), &args, async |host| {
         let api = controllers(&client, ns.name());
         let object: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "kubewasm.dev/v1alpha1", "kind": "WasmController",
@@ -210,7 +214,7 @@ async fn a_controller_needing_more_than_the_hosts_rbac_is_refused_until_the_host
     let kubeconfig = dir.path().join("kubeconfig");
     token_kubeconfig(&kubeconfig, &token)?;
 
-    let host = HostProcess::start_via("controllers-rbac", CONFIG, &kubeconfig, &[])?;
+    let host = HostProcess::start_via("controllers-rbac", &config(ns.name()), &kubeconfig, &[])?;
     with_started_host(host, async |host| {
         let api = controllers(&client, ns.name());
         let object: DynamicObject = serde_json::from_value(json!({
@@ -240,7 +244,10 @@ async fn a_controller_needing_more_than_the_hosts_rbac_is_refused_until_the_host
         let role: Value = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": { "name": "host-writes" },
-            "rules": [{ "apiGroups": [""], "resources": ["pods"], "verbs": ["create", "patch", "delete"] }],
+            "rules": [
+                { "apiGroups": [""], "resources": ["pods"], "verbs": ["create", "patch", "delete"] },
+                { "apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"] },
+            ],
         });
         let binding: Value = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
@@ -264,4 +271,440 @@ async fn a_controller_needing_more_than_the_hosts_rbac_is_refused_until_the_host
         Ok(())
     })
     .await
+}
+
+/// A WasmController `name` with `spec`.
+fn wasm_controller(name: &str, spec: Value) -> Result<DynamicObject> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "kubewasm.dev/v1alpha1", "kind": "WasmController",
+        "metadata": { "name": name },
+        "spec": spec,
+    }))?)
+}
+
+/// Waits until the condition `kind` of the WasmController `name` is current and `wanted`.
+async fn until_condition(
+    api: &Api<DynamicObject>,
+    name: &str,
+    kind: &str,
+    wanted: impl Fn(&Value) -> bool,
+) -> Result<DynamicObject> {
+    eventually(&format!("{name}'s {kind} condition"), WAIT, || async {
+        let object = api.get(name).await?;
+        Ok(condition(&object, kind)
+            .filter(|c| wanted(c))
+            .map(|_| object))
+    })
+    .await
+}
+
+/// Whether `c` has `status` and `reason`.
+fn is(status: &'static str, reason: &'static str) -> impl Fn(&Value) -> bool {
+    move |c| c["status"] == status && c["reason"] == reason
+}
+
+/// Sources for the mirror fixture.
+async fn sources(config_maps: &Api<ConfigMap>, names: &[String]) -> Result<()> {
+    for name in names {
+        let source: ConfigMap = serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { "kubewasm.dev/fixture": "mirror" } },
+            "data": { "value": name },
+        }))?;
+        config_maps.create(&PostParams::default(), &source).await?;
+    }
+    Ok(())
+}
+
+/// Waits until each source in `names` has its mirror written by the `version` build.
+async fn mirrored_by(config_maps: &Api<ConfigMap>, names: &[String], version: &str) -> Result<()> {
+    eventually(
+        &format!("{names:?} mirrored by {version}"),
+        WAIT,
+        || async {
+            for name in names {
+                let mirror = config_maps.get_opt(&format!("{name}-mirror")).await?;
+                let data = mirror.and_then(|m| m.data).unwrap_or_default();
+                if data.get("version").map(String::as_str) != Some(version) {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(()))
+        },
+    )
+    .await
+}
+
+/// The reasons of the Events on the WasmController `name`.
+async fn event_reasons(client: &Client, namespace: &str, name: &str) -> Result<Vec<String>> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    Ok(events
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter_map(|e| e.reason)
+        .collect())
+}
+
+fn names(prefix: &str, range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|i| format!("{prefix}-{i}")).collect()
+}
+
+/// The manifest digest a pinned reference names.
+fn digest_of(pinned: &str) -> Result<String> {
+    Ok(pinned
+        .split_once('@')
+        .context("a pinned reference")?
+        .1
+        .to_owned())
+}
+
+#[tokio::test]
+async fn a_tag_rolls_out_new_digests_refuses_a_broken_one_and_rolls_back_a_failing_one()
+-> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    apply_yaml(
+        &client,
+        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
+        None,
+    )
+    .await?;
+    let ns = plane.namespace("wasmrev").await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let registry = Registry::start();
+    let tag = registry.reference("mirror:live");
+    let v1 = digest_of(&push(&guest_wasm("mirror"), &tag)?)?;
+
+    with_host_args(
+        "controllers-revisions",
+        &config(ns.name()),
+        &[],
+        async |_host| {
+            let api = controllers(&client, ns.name());
+            let spec = json!({
+                "module": { "image": tag, "pollInterval": "1s" },
+                "rollback": { "failures": 3, "window": "5m" },
+            });
+            api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+                .await?;
+            let ready = until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+            assert_eq!(ready.data["status"]["digest"], v1.as_str());
+            let first = names("first", 0..10);
+            sources(&config_maps, &first).await?;
+            mirrored_by(&config_maps, &first, "v1").await?;
+
+            // A new digest under the same tag: swapped in place, every key reconciled by it.
+            let v2 = digest_of(&push(&guest_wasm_with("mirror", &["v2"]), &tag)?)?;
+            mirrored_by(&config_maps, &first, "v2").await?;
+            let object = eventually("the status to name v2", WAIT, || async {
+                let object = api.get("mirror").await?;
+                Ok((object.data["status"]["digest"] == v2.as_str()).then_some(object))
+            })
+            .await?;
+            let revisions = &object.data["status"]["revisions"];
+            assert_eq!(revisions[0]["digest"], v2.as_str(), "{revisions}");
+            assert!(revisions[0].get("replaced").is_none(), "{revisions}");
+            assert_eq!(revisions[1]["digest"], v1.as_str(), "{revisions}");
+            assert_eq!(revisions[1]["reason"], "Superseded", "{revisions}");
+            ensure!(
+                event_reasons(&client, ns.name(), "mirror")
+                    .await?
+                    .contains(&"Swapped".to_owned())
+            );
+
+            // A layer that is no component, under the contract's config: refused, v2 keeps running.
+            let mut broken = b"\0asm\x0d\0\x01\0".to_vec();
+            broken.extend_from_slice(b"not a component");
+            let config = json!({
+                "architecture": "wasm", "os": "wasip2",
+                "component": { "exports": ["kubewasm:controller/guest@0.2.0"], "imports": [] },
+            });
+            push_raw(
+                &tag,
+                (
+                    "application/vnd.wasm.config.v0+json",
+                    serde_json::to_vec(&config)?,
+                ),
+                ("application/wasm", broken),
+            )
+            .await?;
+            let degraded =
+                until_condition(&api, "mirror", "Degraded", is("True", "NotAComponent")).await?;
+            assert_eq!(condition(&degraded, "Ready").unwrap()["status"], "True");
+            assert_eq!(degraded.data["status"]["digest"], v2.as_str());
+            let second = names("second", 0..3);
+            sources(&config_maps, &second).await?;
+            mirrored_by(&config_maps, &second, "v2").await?;
+
+            // A build whose every reconcile fails: rolled back to v2 after 3 failures in a row.
+            let bad = digest_of(&push(&guest_wasm_with("mirror", &["fails"]), &tag)?)?;
+            let third = names("third", 0..5);
+            sources(&config_maps, &third).await?;
+            let rolled =
+                until_condition(&api, "mirror", "Degraded", is("True", "RolledBack")).await?;
+            let status = &rolled.data["status"];
+            let message = condition(&rolled, "Degraded").unwrap()["message"].to_string();
+            assert!(
+                message.contains(&bad),
+                "the condition names the bad digest: {message}"
+            );
+            assert_eq!(status["rolledBack"]["digest"], bad.as_str(), "{status}");
+            assert_eq!(status["digest"], v2.as_str(), "{status}");
+            assert_eq!(status["revisions"][1]["digest"], bad.as_str(), "{status}");
+            assert_eq!(status["revisions"][1]["reason"], "RolledBack", "{status}");
+            assert_eq!(condition(&rolled, "Ready").unwrap()["status"], "True");
+            mirrored_by(&config_maps, &third, "v2").await?;
+            ensure!(
+                event_reasons(&client, ns.name(), "mirror")
+                    .await?
+                    .contains(&"RolledBack".to_owned())
+            );
+            // The counters reach status.
+            eventually("the reconcile counters in status", WAIT, || async {
+                let object = api.get("mirror").await?;
+                let failed = object.data["status"]["reconciles"]["failed"].as_i64();
+                let error = object.data["status"]["lastError"]["message"].to_string();
+                Ok((failed >= Some(3) && error.contains("fails every reconcile")).then_some(()))
+            })
+            .await?;
+            Ok(())
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_registry_down_leaves_the_running_revision_and_a_restarted_host_runs_the_last_good()
+-> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    apply_yaml(
+        &client,
+        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
+        None,
+    )
+    .await?;
+    let ns = plane.namespace("wasmdown").await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let mut registry = Registry::start();
+    let tag = registry.reference("mirror:live");
+    let v1 = digest_of(&push(&guest_wasm("mirror"), &tag)?)?;
+    let api = controllers(&client, ns.name());
+
+    with_host_args("controllers-down", &config(ns.name()), &[], async |_host| {
+        let spec = json!({ "module": { "image": tag, "pollInterval": "1s" } });
+        api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+            .await?;
+        until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+        registry.stop();
+        let down = until_condition(
+            &api,
+            "mirror",
+            "Degraded",
+            is("True", "RegistryUnreachable"),
+        )
+        .await?;
+        assert_eq!(condition(&down, "Ready").unwrap()["status"], "True");
+        assert_eq!(condition(&down, "Progressing").unwrap()["status"], "True");
+        let during = names("during", 0..3);
+        sources(&config_maps, &during).await?;
+        mirrored_by(&config_maps, &during, "v1").await?;
+        Ok(())
+    })
+    .await?;
+
+    // A new host, the registry still down: the last good revision runs from the module store.
+    with_host_args(
+        "controllers-down-restarted",
+        &config(ns.name()),
+        &[],
+        async |_host| {
+            let after = names("after", 0..3);
+            sources(&config_maps, &after).await?;
+            mirrored_by(&config_maps, &after, "v1").await?;
+            let object =
+                until_condition(&api, "mirror", "Ready", |c| c["status"] == "True").await?;
+            assert_eq!(object.data["status"]["digest"], v1.as_str());
+            registry.restart();
+            until_condition(&api, "mirror", "Degraded", is("False", "Running")).await?;
+            Ok(())
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn wasm_controllers_with_bad_sources_are_refused_and_good_ones_run() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    apply_yaml(
+        &client,
+        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
+        None,
+    )
+    .await?;
+    let ns = plane.namespace("wasmbad").await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
+    let mirror = guest_wasm("mirror");
+    let registry = registry::shared();
+    push(&mirror, &registry.reference("bad/mirror:v1"))?;
+    // A registry that needs credentials, and a Secret that holds them.
+    let (user, password) = ("puller", "pa55word");
+    let private = Registry::start_with_auth(user, password);
+    let private_reference = private.reference("private/mirror:v1");
+    let mut pushing = std::process::Command::new(host_binary())
+        .args([
+            "push",
+            mirror.to_str().context("a UTF-8 path")?,
+            &private_reference,
+        ])
+        .args(["--username", user])
+        .env("DOCKER_CONFIG", "/nonexistent")
+        .stdin(std::process::Stdio::piped())
+        .spawn()?;
+    std::io::Write::write_all(
+        &mut pushing.stdin.take().context("stdin")?,
+        password.as_bytes(),
+    )?;
+    ensure!(pushing.wait()?.success(), "pushing with credentials");
+    let auth = registry::basic_authorization(user, password);
+    let docker_config = json!({
+        "auths": { private.address(): { "auth": auth.trim_start_matches("Basic ") } },
+    });
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": "pull" },
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": { ".dockerconfigjson": docker_config.to_string() },
+    }))?;
+    secrets.create(&PostParams::default(), &secret).await?;
+    // The module in a ConfigMap.
+    let module: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "module" },
+        "binaryData": { "mirror.wasm": k8s_openapi::ByteString(std::fs::read(&mirror)?) },
+    }))?;
+    config_maps.create(&PostParams::default(), &module).await?;
+
+    let small = format!(
+        "{}  registries:\n    maxModuleSize: 150Ki\n",
+        config(ns.name())
+    );
+    with_host_args("controllers-bad", &small, &[], async |_host| {
+        let api = controllers(&client, ns.name());
+        let zeros = "0".repeat(64);
+        let cases = [
+            (
+                "missing",
+                json!({ "image": registry.reference(&format!("bad/mirror@sha256:{zeros}")) }),
+                "ArtifactNotFound",
+            ),
+            (
+                "anonymous",
+                json!({ "image": private_reference }),
+                "RegistryUnauthorized",
+            ),
+            (
+                "large",
+                json!({ "image": registry.reference("bad/mirror:v1") }),
+                "ModuleTooLarge",
+            ),
+            (
+                "nosecret",
+                json!({ "image": private_reference, "imagePullSecret": "absent" }),
+                "PullSecretInvalid",
+            ),
+        ];
+        for (name, module, _) in &cases {
+            let spec = json!({ "module": module, "controllerName": name });
+            api.create(&PostParams::default(), &wasm_controller(name, spec)?)
+                .await?;
+        }
+        for (name, _, reason) in &cases {
+            let refused = until_condition(&api, name, "Ready", is("False", reason)).await?;
+            let degraded = condition(&refused, "Degraded").unwrap();
+            assert_eq!(degraded["status"], "True", "{name}: {degraded}");
+            ensure!(
+                event_reasons(&client, ns.name(), name)
+                    .await?
+                    .contains(&(*reason).to_owned())
+            );
+        }
+        Ok(())
+    })
+    .await?;
+
+    with_host_args("controllers-good", &config(ns.name()), &[], async |host| {
+        let api = controllers(&client, ns.name());
+        for name in ["missing", "anonymous", "large", "nosecret"] {
+            api.delete(name, &DeleteParams::default()).await?;
+        }
+        let spec = json!({
+            "module": { "image": private_reference, "imagePullSecret": "pull" },
+            "controllerName": "mirror",
+        });
+        api.create(&PostParams::default(), &wasm_controller("private", spec)?)
+            .await?;
+        until_condition(&api, "private", "Ready", is("True", "Running")).await?;
+        // A second controller of the same name is refused; the first keeps running.
+        let spec = json!({
+            "module": { "configMap": { "name": "module", "key": "mirror.wasm" } },
+            "controllerName": "mirror",
+        });
+        api.create(&PostParams::default(), &wasm_controller("duplicate", spec)?)
+            .await?;
+        until_condition(&api, "duplicate", "Ready", is("False", "DuplicateName")).await?;
+        let names = names("source", 0..3);
+        sources(&config_maps, &names).await?;
+        mirrored_by(&config_maps, &names, "v1").await?;
+        // Once the name is free, the module from the ConfigMap runs.
+        api.delete("private", &DeleteParams::default()).await?;
+        let object = until_condition(&api, "duplicate", "Ready", is("True", "Running")).await?;
+        let digest = format!("sha256:{}", sha256_hex(&std::fs::read(&mirror)?));
+        assert_eq!(object.data["status"]["digest"], digest.as_str());
+        ensure!(host.log().contains("DuplicateName"));
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_javascript_podset_runs_from_a_registry() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    apply_yaml(
+        &client,
+        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
+        None,
+    )
+    .await?;
+    let ns = plane.namespace("wasmjs").await?;
+    let (podsets, pods, _recorder) = install(&client, ns.name()).await?;
+    let module = example_wasm("podset", Language::JavaScript);
+    let size = std::fs::metadata(&module)?.len();
+    ensure!(size > 10 << 20, "the JavaScript podset is {size} bytes");
+    let reference = registry::shared().reference("controllers/podset-js:v1");
+    let pinned = push(&module, &reference)?;
+    with_host_args("controllers-js", &config(ns.name()), &[], async |_host| {
+        let api = controllers(&client, ns.name());
+        let spec = json!({ "module": { "image": reference } });
+        api.create(&PostParams::default(), &wasm_controller("podset", spec)?)
+            .await?;
+        let ready = until_condition(&api, "podset", "Ready", is("True", "Running")).await?;
+        assert_eq!(ready.data["status"]["image"], pinned.as_str());
+        let uid = podset::create(&podsets, "web", 3).await?;
+        let seen = Mutex::new(HashSet::new());
+        podset::converged(&podsets, &pods, &[uid], 3, &seen).await?;
+        Ok(())
+    })
+    .await
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

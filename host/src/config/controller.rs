@@ -36,6 +36,8 @@ pub const DEFAULT_POLL: Duration = Duration::from_secs(300);
 pub struct ControllersConfig {
     /// Whether the host watches WasmController objects.
     pub watch: bool,
+    /// The namespaces whose WasmControllers it watches; empty: every namespace.
+    pub namespaces: Vec<String>,
     /// Namespaces whose WasmControllers may watch and write every namespace.
     pub cluster_namespaces: Vec<String>,
     /// Whether a spec may name a file on the host.

@@ -40,6 +40,7 @@ use crate::control::controller::{Controller, Settings};
 use crate::control::objects::{self, Guests, Loaded, ObjectKey, Refusal};
 use crate::control::orphans::Orphans;
 use crate::control::reload;
+use crate::control::tally::Tally;
 use crate::wasm::declaration::Metadata;
 use crate::wasm::module::{self, LoadError, Module};
 use crate::wasm::permissions::{self, Permissions, Requirement};
@@ -148,8 +149,11 @@ pub struct LoadCounters {
     pub reloaded: AtomicU64,
     /// Changed modules rejected; the previous version kept running.
     pub rejected: AtomicU64,
-    /// Guests unloaded because their file was removed.
+    /// Guests unloaded because their file was removed or their controller object deleted or
+    /// paused.
     pub unloaded: AtomicU64,
+    /// Modules of controller objects refused, and rollbacks, by reason.
+    pub refused: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 /// The running host.
@@ -728,10 +732,12 @@ impl Guests for Shared {
             Err(error) => Err(Refusal {
                 reason: error.reason(),
                 message: error.to_string(),
-                // What the host may do and which kinds exist change without the object.
+                // What the host may do, which kinds exist and which names are taken change
+                // without the object.
                 transient: matches!(
                     error,
-                    HostError::NotPermitted { .. }
+                    HostError::DuplicateName(_)
+                        | HostError::NotPermitted { .. }
                         | HostError::AccessReview(_)
                         | HostError::Unresolved { .. }
                 ),
@@ -745,6 +751,19 @@ impl Guests for Shared {
             name: key.1.clone(),
         })
         .await
+    }
+
+    fn tally(&self, key: &ObjectKey) -> Option<Tally> {
+        let key = GuestKey::Object {
+            namespace: key.0.clone(),
+            name: key.1.clone(),
+        };
+        self.guest(&key).map(|c| c.tally())
+    }
+
+    fn refused(&self, reason: &'static str) {
+        let mut refused = self.counters.refused.lock().expect("refusals lock");
+        *refused.entry(reason).or_default() += 1;
     }
 }
 

@@ -13,5 +13,6 @@ pub mod objects;
 pub mod orphans;
 pub mod queue;
 pub mod reload;
+pub mod revisions;
 pub mod tally;
 pub mod trigger;

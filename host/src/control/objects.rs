@@ -7,12 +7,20 @@
 //! (a transient failure, such as a registry down, with backoff from 1 s to 5 min) and, for an
 //! image by tag, every poll interval, when the tag is resolved again and a new digest rolled out.
 //! Each transition is an Event on the object, and its status says what runs: conditions
-//! `Ready`, `Progressing` and `Degraded`, the digest, the contract and the declaration.
-//! Deleting the object, or pausing it, unloads its guest.
+//! `Ready`, `Progressing` and `Degraded`, the digest, the contract and the declaration, the
+//! revisions that ran (see [`crate::control::revisions`]) and, every few seconds while they
+//! change, the reconcile counters and the last error. Deleting the object, or pausing it,
+//! unloads its guest.
+//!
+//! Automatic rollback, unless the spec turns it off: a new revision whose reconciles fail too
+//! often too soon is replaced by the one that ran before it, and a module that cannot be fetched
+//! or loaded while nothing runs for the object (after a restart, say) is replaced by the last
+//! good revision its status names, read from the module store or pulled by digest. Either is a
+//! Warning Event and a `Degraded` condition naming the bad digest.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -35,6 +43,8 @@ use crate::cluster::leader;
 use crate::config::controller::{self, ControllerSpec, ControllersConfig};
 use crate::config::{KeyRef, ModuleConfig, QueueConfig, Source};
 use crate::control::apply::event_name;
+use crate::control::revisions::{History, Probation, Revision};
+use crate::control::tally::Tally;
 use crate::wasm::declaration::Mapping;
 use crate::wasm::module::Module;
 use crate::wasm::oci::{self, Registries, RegistrySettings};
@@ -42,6 +52,12 @@ use crate::wasm::store::ModuleStore;
 
 /// The field manager of the status the host writes.
 const FIELD_MANAGER: &str = "kubewasm-host";
+/// The field manager of the reconcile counters and last error in status.
+const TALLY_MANAGER: &str = "kubewasm-host-tally";
+/// How often running guests are checked for a failing new revision.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How often, at most, changed reconcile counters are written to an object's status.
+const TALLY_EVERY: Duration = Duration::from_secs(10);
 /// Who reports the Events on controller objects.
 const REPORTER: &str = "kubewasm.dev/host";
 /// First and largest delay before a failed fetch is tried again.
@@ -90,6 +106,10 @@ pub trait Guests: Send + Sync {
     ) -> Result<(Loaded, Arc<Module>, String), Refusal>;
     /// Stops the guest of the object `key`; whether one ran.
     async fn stop(&self, key: &ObjectKey) -> bool;
+    /// How the reconciles of the object `key`'s guest ended, if one runs.
+    fn tally(&self, key: &ObjectKey) -> Option<Tally>;
+    /// Counts a refused module of a controller object, by reason.
+    fn refused(&self, reason: &'static str);
 }
 
 /// A module fetched for an object.
@@ -107,6 +127,45 @@ struct Applied {
     module: Arc<Module>,
     name: String,
     image: Option<(String, String)>,
+    /// The generation of the spec it runs for.
+    generation: i64,
+}
+
+impl Applied {
+    /// Its revision, as status records it.
+    fn revision(&self) -> Revision {
+        let module_digest = format!("sha256:{}", self.module.digest);
+        Revision {
+            digest: self
+                .image
+                .as_ref()
+                .map_or_else(|| module_digest.clone(), |(_, digest)| digest.clone()),
+            image: self.image.as_ref().map(|(pinned, _)| pinned.clone()),
+            module_digest,
+            started: String::new(),
+            replaced: None,
+            reason: None,
+            message: None,
+        }
+    }
+}
+
+/// What the host knows of one object.
+#[derive(Default)]
+struct State {
+    /// What runs for it.
+    applied: Option<Applied>,
+    /// Its revisions, read from its status when first seen.
+    history: History,
+    /// The probation of the revision running, while it is new.
+    probation: Option<Probation>,
+    /// The counters last written to its status, and when.
+    tally_written: Option<(Value, Instant)>,
+    /// When its guest's last error was first seen, and the error.
+    last_error: Option<(String, String)>,
+    /// The module last refused for good (`sha256:...`) and the generation of the spec: the
+    /// same module is not fetched, loaded and reported again until the spec changes.
+    refused: Option<(String, i64)>,
 }
 
 /// Watches controller objects and runs their modules until `closing` is cancelled.
@@ -133,7 +192,7 @@ pub fn spawn(
         queue,
         registries,
         latest: Mutex::default(),
-        applied: tokio::sync::Mutex::default(),
+        states: tokio::sync::Mutex::default(),
         timers: Mutex::default(),
         failures: Mutex::default(),
         sender,
@@ -144,6 +203,13 @@ pub fn spawn(
     tasks.spawn(async move {
         tokio::select! {
             () = watching.watch() => {}
+            () = closing.cancelled() => {}
+        }
+    });
+    let (checking, checked, closing) = (objects.clone(), guests.clone(), objects.closing.clone());
+    tasks.spawn(async move {
+        tokio::select! {
+            () = checking.check(checked) => {}
             () = closing.cancelled() => {}
         }
     });
@@ -163,8 +229,8 @@ struct Objects {
     registries: Registries,
     /// The latest version of every object seen, by key.
     latest: Mutex<BTreeMap<ObjectKey, DynamicObject>>,
-    /// What runs for each object.
-    applied: tokio::sync::Mutex<HashMap<ObjectKey, Applied>>,
+    /// What runs for each object, and its revisions.
+    states: tokio::sync::Mutex<HashMap<ObjectKey, State>>,
     /// The newest timer of each object: an older one that fires does nothing.
     timers: Mutex<HashMap<ObjectKey, u64>>,
     /// Consecutive transient failures of each object, for its backoff.
@@ -186,10 +252,31 @@ impl Objects {
         Api::namespaced_with(self.client.clone(), namespace, &resource())
     }
 
-    /// Follows every controller object, and queues each one that changes or goes.
+    /// Follows every controller object in the configured namespaces (or all), and queues each
+    /// one that changes or goes.
     async fn watch(&self) {
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource());
-        let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+        let apis: Vec<(Option<&str>, Api<DynamicObject>)> = if self.settings.namespaces.is_empty() {
+            vec![(None, Api::all_with(self.client.clone(), &resource()))]
+        } else {
+            self.settings
+                .namespaces
+                .iter()
+                .map(|namespace| (Some(namespace.as_str()), self.api(namespace)))
+                .collect()
+        };
+        let watches = apis.into_iter().map(|(namespace, api)| {
+            self.follow(namespace, watcher::watcher(api, watcher::Config::default()))
+        });
+        futures::future::join_all(watches).await;
+    }
+
+    /// Follows the objects of one watch, of `namespace` or all.
+    async fn follow(
+        &self,
+        namespace: Option<&str>,
+        events: impl futures::Stream<Item = watcher::Result<watcher::Event<DynamicObject>>>,
+    ) {
+        let mut events = std::pin::pin!(events);
         let mut listing: Option<BTreeMap<ObjectKey, DynamicObject>> = None;
         while let Some(event) = events.next().await {
             match event {
@@ -204,7 +291,7 @@ impl Objects {
                     let mut latest = self.latest.lock().expect("objects lock");
                     let gone: Vec<ObjectKey> = latest
                         .keys()
-                        .filter(|k| !listed.contains_key(*k))
+                        .filter(|k| namespace.is_none_or(|n| k.0 == n) && !listed.contains_key(*k))
                         .cloned()
                         .collect();
                     let changed: Vec<ObjectKey> = listed
@@ -216,7 +303,10 @@ impl Objects {
                         })
                         .map(|(k, _)| k.clone())
                         .collect();
-                    *latest = listed;
+                    for key in &gone {
+                        latest.remove(key);
+                    }
+                    latest.extend(listed);
                     drop(latest);
                     for key in gone.into_iter().chain(changed) {
                         let _ = self.sender.send(key);
@@ -299,12 +389,22 @@ impl Objects {
     async fn reconcile(self: &Arc<Self>, key: &ObjectKey, guests: &dyn Guests) {
         let object = self.latest.lock().expect("objects lock").get(key).cloned();
         let Some(object) = object else {
-            if guests.stop(key).await {
+            let stopped = guests.stop(key).await;
+            self.states.lock().await.remove(key);
+            if stopped {
                 tracing::info!(namespace = %key.0, name = %key.1, "WasmController deleted; its guest is unloaded");
+                self.requeue_idle().await;
             }
-            self.applied.lock().await.remove(key);
             return;
         };
+        self.states
+            .lock()
+            .await
+            .entry(key.clone())
+            .or_insert_with(|| State {
+                history: History::from_status(object.data.get("status")),
+                ..State::default()
+            });
         let generation = object.metadata.generation.unwrap_or_default();
         let spec = object.data.get("spec").cloned().unwrap_or(Value::Null);
         let spec = match controller::parse_spec(&spec, &key.0, &self.settings, &self.queue) {
@@ -315,75 +415,85 @@ impl Objects {
                     message: error.to_string(),
                     transient: false,
                 };
-                self.refused(key, &object, generation, &refusal).await;
+                self.refused(key, &object, generation, &refusal, guests)
+                    .await;
                 return;
             }
         };
         if spec.paused {
-            if guests.stop(key).await {
-                self.event(
-                    &object,
-                    false,
-                    "Paused",
-                    "Stop",
-                    "the controller is paused; its guest is unloaded",
-                )
-                .await;
+            if self.pause(key, &object, generation, guests).await {
+                self.requeue_idle().await;
             }
-            self.applied.lock().await.remove(key);
-            self.status(
-                &object,
-                generation,
-                None,
-                &[
-                    condition("Ready", false, "Paused", "spec.paused is true", generation),
-                    condition(
-                        "Progressing",
-                        false,
-                        "Paused",
-                        "spec.paused is true",
-                        generation,
-                    ),
-                    condition(
-                        "Degraded",
-                        false,
-                        "Paused",
-                        "spec.paused is true",
-                        generation,
-                    ),
-                ],
-            )
-            .await;
             return;
         }
-        let running = self
-            .applied
-            .lock()
-            .await
-            .get(key)
-            .map(|a| (a.module.digest.clone(), a.config.clone()));
+        let running = self.states.lock().await.get(key).and_then(|s| {
+            s.applied
+                .as_ref()
+                .map(|a| (a.module.digest.clone(), a.config.clone()))
+        });
         let fetched = match self
             .fetch(&spec, &key.0, running.as_ref().map(|r| r.0.as_str()))
             .await
         {
             Ok(fetched) => fetched,
             Err(refusal) => {
-                self.refused(key, &object, generation, &refusal).await;
-                if refusal.transient {
-                    let failures = {
-                        let mut failures = self.failures.lock().expect("failures lock");
-                        let n = failures.entry(key.clone()).or_default();
-                        *n = n.saturating_add(1);
-                        *n
-                    };
-                    self.after(key, backoff(failures));
-                } else {
-                    self.poll(key, &spec);
-                }
+                self.restore(key, &object, &spec, generation, None, guests)
+                    .await;
+                self.refused(key, &object, generation, &refusal, guests)
+                    .await;
+                self.retry(key, &spec, &refusal);
                 return;
             }
         };
-        self.failures.lock().expect("failures lock").remove(key);
+        let module_digest = format!("sha256:{}", fetched.module_digest);
+        let memo = Some((module_digest.clone(), generation));
+        let refused_before = self
+            .states
+            .lock()
+            .await
+            .get(key)
+            .is_some_and(|s| s.refused == memo);
+        if refused_before {
+            self.poll(key, &spec);
+            return;
+        }
+        let rolled_back = self
+            .states
+            .lock()
+            .await
+            .get(key)
+            .and_then(|s| s.history.rolled_back.clone());
+        let bad = rolled_back.as_ref().is_some_and(|r| {
+            r.module_digest == module_digest && r.observed_generation == generation
+        });
+        if bad {
+            // Never run again for this spec: the last good revision runs instead.
+            if running
+                .as_ref()
+                .is_none_or(|(digest, _)| *digest == fetched.module_digest)
+            {
+                self.restore(
+                    key,
+                    &object,
+                    &spec,
+                    generation,
+                    Some(&module_digest),
+                    guests,
+                )
+                .await;
+            }
+            let message = rolled_back.map(|r| r.message).unwrap_or_default();
+            let refusal = Refusal {
+                reason: "RolledBack",
+                message: format!("{} was rolled back: {message}", fetched.origin),
+                transient: false,
+            };
+            self.refused(key, &object, generation, &refusal, guests)
+                .await;
+            self.remember_refused(key, memo).await;
+            self.poll(key, &spec);
+            return;
+        }
         let unchanged = running.as_ref().is_some_and(|(digest, config)| {
             *digest == fetched.module_digest && *config == spec.module
         });
@@ -397,50 +507,52 @@ impl Objects {
             {
                 Ok((Loaded::Stopping, _, _)) => return,
                 Ok((loaded, module, name)) => {
-                    let (reason, note) = match loaded {
-                        Loaded::Started => ("Loaded", "loaded"),
-                        Loaded::Swapped => {
-                            ("Swapped", "swapped in place; every key is reconciled again")
-                        }
-                        Loaded::Replaced => {
-                            ("Replaced", "restarted with the new declaration or settings")
-                        }
-                        Loaded::Unchanged | Loaded::Stopping => ("Unchanged", "unchanged"),
+                    self.loaded(&object, loaded, &fetched.origin, &name).await;
+                    let applied = Applied {
+                        config: spec.module.clone(),
+                        module,
+                        name,
+                        image: fetched.image.clone(),
+                        generation,
                     };
-                    if loaded != Loaded::Unchanged {
-                        self.event(
-                            &object,
-                            false,
-                            reason,
-                            "Load",
-                            &format!("module {} {note} as controller {name}", fetched.origin),
-                        )
-                        .await;
-                    }
-                    self.applied.lock().await.insert(
-                        key.clone(),
-                        Applied {
-                            config: spec.module.clone(),
-                            module,
-                            name,
-                            image: fetched.image.clone(),
-                        },
-                    );
+                    let tally = guests.tally(key);
+                    self.ran(key, applied, tally.as_ref(), &spec).await;
                 }
                 Err(refusal) => {
-                    self.refused(key, &object, generation, &refusal).await;
-                    self.poll(key, &spec);
+                    self.restore(
+                        key,
+                        &object,
+                        &spec,
+                        generation,
+                        Some(&module_digest),
+                        guests,
+                    )
+                    .await;
+                    self.refused(key, &object, generation, &refusal, guests)
+                        .await;
+                    if !refusal.transient {
+                        self.remember_refused(key, memo).await;
+                    }
+                    self.retry(key, &spec, &refusal);
                     return;
                 }
             }
         }
-        let applied = self.applied.lock().await;
-        if let Some(applied) = applied.get(key) {
+        self.failures.lock().expect("failures lock").remove(key);
+        let mut states = self.states.lock().await;
+        if let Some(state) = states.get_mut(key)
+            && let Some(applied) = &mut state.applied
+        {
+            // A tag may move to another manifest of the same module.
+            if let Some(image) = &fetched.image {
+                applied.image = Some(image.clone());
+            }
+            let applied = &*applied;
             let message = format!("controller {} runs {}", applied.name, applied.module.origin);
             self.status(
                 &object,
                 generation,
-                Some(applied),
+                state,
                 &[
                     condition("Ready", true, "Running", &message, generation),
                     condition("Progressing", false, "Running", &message, generation),
@@ -449,8 +561,267 @@ impl Objects {
             )
             .await;
         }
-        drop(applied);
+        drop(states);
         self.poll(key, &spec);
+    }
+
+    /// Queues every object for which nothing runs: a controller stopped, and its name may be
+    /// what another waits for.
+    async fn requeue_idle(&self) {
+        let states = self.states.lock().await;
+        for (key, state) in states.iter() {
+            if state.applied.is_none() {
+                let _ = self.sender.send(key.clone());
+            }
+        }
+    }
+
+    /// Remembers that the module and spec `refused` were refused for good.
+    async fn remember_refused(&self, key: &ObjectKey, refused: Option<(String, i64)>) {
+        if let Some(state) = self.states.lock().await.get_mut(key) {
+            state.refused = refused;
+        }
+    }
+
+    /// Unloads the object's guest, for its paused spec; whether one ran.
+    async fn pause(
+        &self,
+        key: &ObjectKey,
+        object: &DynamicObject,
+        generation: i64,
+        guests: &dyn Guests,
+    ) -> bool {
+        let stopped = guests.stop(key).await;
+        if stopped {
+            self.event(
+                object,
+                false,
+                "Paused",
+                "Stop",
+                "the controller is paused; its guest is unloaded",
+            )
+            .await;
+        }
+        let mut states = self.states.lock().await;
+        let Some(state) = states.get_mut(key) else {
+            return stopped;
+        };
+        state.applied = None;
+        state.probation = None;
+        let now = Timestamp::now().to_string();
+        if state
+            .history
+            .revisions
+            .first()
+            .is_some_and(|r| r.replaced.is_none())
+        {
+            state.history.revisions[0].replaced = Some(now);
+            state.history.revisions[0].reason = Some("Paused".to_owned());
+        }
+        let paused = |kind| condition(kind, false, "Paused", "spec.paused is true", generation);
+        self.status(
+            object,
+            generation,
+            state,
+            &[paused("Ready"), paused("Progressing"), paused("Degraded")],
+        )
+        .await;
+        stopped
+    }
+
+    /// Records on the object that a module was loaded, unless nothing changed.
+    async fn loaded(&self, object: &DynamicObject, loaded: Loaded, origin: &str, name: &str) {
+        let note = match loaded {
+            Loaded::Started => "loaded",
+            Loaded::Swapped => "swapped in place; every key is reconciled again",
+            Loaded::Replaced => "restarted with the new declaration or settings",
+            Loaded::Unchanged | Loaded::Stopping => return,
+        };
+        let reason = match loaded {
+            Loaded::Started => "Loaded",
+            Loaded::Swapped => "Swapped",
+            _ => "Replaced",
+        };
+        self.event(
+            object,
+            false,
+            reason,
+            "Load",
+            &format!("module {origin} {note} as controller {name}"),
+        )
+        .await;
+    }
+
+    /// Records that `applied` runs for `key`: a new revision when its module is new, on
+    /// probation when another ran before it and the spec's rollback is on. `tally` is the
+    /// guest's as it started.
+    async fn ran(
+        &self,
+        key: &ObjectKey,
+        applied: Applied,
+        tally: Option<&Tally>,
+        spec: &ControllerSpec,
+    ) {
+        let mut states = self.states.lock().await;
+        let state = states.entry(key.clone()).or_default();
+        let revision = applied.revision();
+        let running = state
+            .history
+            .revisions
+            .first()
+            .filter(|r| r.replaced.is_none());
+        if running.is_none_or(|r| r.module_digest != revision.module_digest) {
+            let before = running.is_some() || state.applied.is_some();
+            state
+                .history
+                .started(revision, &Timestamp::now().to_string(), spec.history_limit);
+            state.probation = tally
+                .filter(|_| before && spec.rollback.enabled)
+                .map(|t| Probation::new(Instant::now(), t, spec.rollback));
+        }
+        state.applied = Some(applied);
+        state.refused = None;
+    }
+
+    /// Runs the last good revision for `key` in place of the `bad` module (`sha256:...`), or
+    /// of one that could not be fetched (`None`), when nothing else runs for it and its
+    /// rollback is on. A Warning Event says so.
+    async fn restore(
+        &self,
+        key: &ObjectKey,
+        object: &DynamicObject,
+        spec: &ControllerSpec,
+        generation: i64,
+        bad: Option<&str>,
+        guests: &dyn Guests,
+    ) {
+        if !spec.rollback.enabled {
+            return;
+        }
+        let good = {
+            let states = self.states.lock().await;
+            let Some(state) = states.get(key) else {
+                return;
+            };
+            let running = state
+                .applied
+                .as_ref()
+                .map(|a| format!("sha256:{}", a.module.digest));
+            if running.is_some() && running.as_deref() != bad {
+                return;
+            }
+            state.history.last_good(bad.unwrap_or_default()).cloned()
+        };
+        let Some(good) = good else {
+            return;
+        };
+        let origin = good
+            .image
+            .clone()
+            .unwrap_or_else(|| good.module_digest.clone());
+        let bytes = match self.revision_bytes(&good, spec, &key.0).await {
+            Ok(bytes) => bytes,
+            Err(refusal) => {
+                tracing::warn!(namespace = %key.0, name = %key.1, revision = %good.digest, reason = refusal.reason, message = %refusal.message, "the last good revision cannot be fetched to roll back to");
+                return;
+            }
+        };
+        match guests.run(key, origin.clone(), bytes, &spec.module).await {
+            Ok((Loaded::Stopping, _, _)) => {}
+            Ok((_, module, name)) => {
+                guests.refused("RolledBack");
+                let what = bad.unwrap_or("the module the spec names");
+                self.event(
+                    object,
+                    true,
+                    "RolledBack",
+                    "Rollback",
+                    &format!("{what} does not run; rolled back to {origin} as controller {name}"),
+                )
+                .await;
+                tracing::warn!(namespace = %key.0, name = %key.1, bad = what, to = %origin, "WasmController rolled back to its last good revision");
+                let applied = Applied {
+                    config: spec.module.clone(),
+                    module,
+                    name,
+                    image: good.image.clone().map(|image| (image, good.digest.clone())),
+                    generation,
+                };
+                let mut states = self.states.lock().await;
+                let state = states.entry(key.clone()).or_default();
+                state
+                    .history
+                    .started(good, &Timestamp::now().to_string(), spec.history_limit);
+                state.probation = None;
+                state.applied = Some(applied);
+            }
+            Err(refusal) => {
+                tracing::warn!(namespace = %key.0, name = %key.1, revision = %good.digest, reason = refusal.reason, message = %refusal.message, "the last good revision does not load");
+            }
+        }
+    }
+
+    /// The bytes of a revision that ran: from the module store, else pulled by its pinned
+    /// reference.
+    async fn revision_bytes(
+        &self,
+        revision: &Revision,
+        spec: &ControllerSpec,
+        namespace: &str,
+    ) -> Result<Vec<u8>, Refusal> {
+        let hex = revision
+            .module_digest
+            .strip_prefix("sha256:")
+            .unwrap_or(&revision.module_digest)
+            .to_owned();
+        let store = self.registries.store().clone();
+        let stored = tokio::task::spawn_blocking(move || store.get(&hex))
+            .await
+            .ok()
+            .flatten();
+        if let Some(bytes) = stored {
+            return Ok(bytes);
+        }
+        let Some(image) = &revision.image else {
+            return Err(Refusal {
+                reason: "RevisionUnavailable",
+                message: format!("{} is not in the module store", revision.module_digest),
+                transient: false,
+            });
+        };
+        let pull_secret = match &spec.module.source {
+            Source::Image(source) => source.pull_secret.clone(),
+            _ => None,
+        };
+        let pinned = ControllerSpec {
+            module: ModuleConfig {
+                source: Source::Image(crate::config::ImageSource {
+                    reference: image.clone(),
+                    pull_secret,
+                    poll: None,
+                }),
+                ..spec.module.clone()
+            },
+            ..spec.clone()
+        };
+        let fetched = self.fetch(&pinned, namespace, None).await?;
+        Ok(fetched.bytes.unwrap_or_default())
+    }
+
+    /// Queues `key` again after a refusal: with backoff when it is transient, else at the next
+    /// poll of its tag.
+    fn retry(self: &Arc<Self>, key: &ObjectKey, spec: &ControllerSpec, refusal: &Refusal) {
+        if !refusal.transient {
+            self.poll(key, spec);
+            return;
+        }
+        let failures = {
+            let mut failures = self.failures.lock().expect("failures lock");
+            let n = failures.entry(key.clone()).or_default();
+            *n = n.saturating_add(1);
+            *n
+        };
+        self.after(key, backoff(failures));
     }
 
     /// Queues an image by tag again after its poll interval.
@@ -462,66 +833,128 @@ impl Objects {
         }
     }
 
-    /// Records on the object that its module was refused: an Event, and conditions that say
-    /// whether an earlier module still runs.
+    /// Records on the object that its module was refused: an Event, a count, and conditions
+    /// that say whether an earlier module still runs.
     async fn refused(
         &self,
         key: &ObjectKey,
         object: &DynamicObject,
         generation: i64,
         refusal: &Refusal,
+        guests: &dyn Guests,
     ) {
-        let applied = self.applied.lock().await;
-        let running = applied.get(key);
+        guests.refused(refusal.reason);
+        let mut states = self.states.lock().await;
+        let state = states.entry(key.clone()).or_default();
+        let running = state.applied.as_ref();
         tracing::error!(namespace = %key.0, name = %key.1, reason = refusal.reason, message = %refusal.message, running = running.is_some(), "WasmController refused");
         self.event(object, true, refusal.reason, "Load", &refusal.message)
             .await;
-        let conditions = match running {
-            Some(applied) => [
-                condition(
-                    "Ready",
-                    true,
-                    "Running",
-                    &format!(
-                        "the previous module {} keeps running",
-                        applied.module.origin
-                    ),
-                    generation,
+        let ready = match running {
+            Some(applied) => condition(
+                "Ready",
+                true,
+                "Running",
+                &format!(
+                    "controller {} runs {}; the spec's module does not",
+                    applied.name, applied.module.origin
                 ),
-                condition(
-                    "Progressing",
-                    refusal.transient,
-                    refusal.reason,
-                    &refusal.message,
-                    generation,
-                ),
-                condition(
-                    "Degraded",
-                    true,
-                    refusal.reason,
-                    &refusal.message,
-                    generation,
-                ),
-            ],
-            None => [
-                condition("Ready", false, refusal.reason, &refusal.message, generation),
-                condition(
-                    "Progressing",
-                    refusal.transient,
-                    refusal.reason,
-                    &refusal.message,
-                    generation,
-                ),
-                condition(
-                    "Degraded",
-                    true,
-                    refusal.reason,
-                    &refusal.message,
-                    generation,
-                ),
-            ],
+                generation,
+            ),
+            None => condition("Ready", false, refusal.reason, &refusal.message, generation),
         };
-        self.status(object, generation, running, &conditions).await;
+        let conditions = [
+            ready,
+            condition(
+                "Progressing",
+                refusal.transient,
+                refusal.reason,
+                &refusal.message,
+                generation,
+            ),
+            condition(
+                "Degraded",
+                true,
+                refusal.reason,
+                &refusal.message,
+                generation,
+            ),
+        ];
+        self.status(object, generation, state, &conditions).await;
+    }
+
+    /// Every second: rolls back each new revision whose reconciles fail too often, and writes
+    /// each object's changed reconcile counters at most every [`TALLY_EVERY`].
+    async fn check(self: &Arc<Self>, guests: Weak<dyn Guests>) {
+        let mut ticks = tokio::time::interval(CHECK_EVERY);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let Some(guests) = guests.upgrade() else {
+                return;
+            };
+            let now = Instant::now();
+            let mut bad = Vec::new();
+            let mut tallies = Vec::new();
+            let mut states = self.states.lock().await;
+            for (key, state) in states.iter_mut() {
+                let Some(applied) = &state.applied else {
+                    continue;
+                };
+                let Some(tally) = guests.tally(key) else {
+                    continue;
+                };
+                if let Some(probation) = &state.probation {
+                    if let Some(message) = probation.verdict(&tally, now) {
+                        let revision = applied.revision();
+                        tracing::warn!(namespace = %key.0, name = %key.1, revision = %revision.digest, %message, "a new revision fails; rolling it back");
+                        state.history.rolled_back(
+                            &revision,
+                            applied.generation,
+                            &message,
+                            &Timestamp::now().to_string(),
+                        );
+                        state.probation = None;
+                        bad.push(key.clone());
+                    } else if probation.passed(now) {
+                        state.probation = None;
+                    }
+                }
+                let counters = tally_status(&tally, state);
+                if state
+                    .tally_written
+                    .as_ref()
+                    .is_none_or(|(w, at)| *w != counters && now - *at >= TALLY_EVERY)
+                {
+                    state.tally_written = Some((counters.clone(), now));
+                    tallies.push((key.clone(), counters));
+                }
+            }
+            drop(states);
+            for key in bad {
+                let _ = self.sender.send(key);
+            }
+            for (key, counters) in tallies {
+                self.write_tally(&key, counters).await;
+            }
+        }
+    }
+
+    /// Writes the reconcile counters and last error of `key`'s status.
+    async fn write_tally(&self, key: &ObjectKey, counters: Value) {
+        let patch = json!({
+            "apiVersion": format!("{}/{}", controller::GROUP, controller::VERSION),
+            "kind": controller::KIND,
+            "status": counters,
+        });
+        let params = PatchParams::apply(TALLY_MANAGER).force();
+        if let Err(error) = self
+            .api(&key.0)
+            .patch_status(&key.1, &params, &Patch::Apply(&patch))
+            .await
+        {
+            tracing::debug!(namespace = %key.0, name = %key.1, %error, "writing a WasmController's reconcile counters");
+        }
     }
 
     /// Fetches the module `spec` names. For an image whose module is the `running` one, the
@@ -585,6 +1018,7 @@ impl Objects {
                     })
                     .await?;
                 self.sized(format!("configmap/{}/{}", key_ref.name, key_ref.key), bytes)
+                    .await
             }
             Source::Secret(key_ref) => {
                 let bytes = self
@@ -593,6 +1027,7 @@ impl Objects {
                     })
                     .await?;
                 self.sized(format!("secret/{}/{}", key_ref.name, key_ref.key), bytes)
+                    .await
             }
             Source::File(path) => {
                 let bytes = tokio::fs::read(path).await.map_err(|e| Refusal {
@@ -600,7 +1035,7 @@ impl Objects {
                     message: format!("reading {}: {e}", path.display()),
                     transient: true,
                 })?;
-                self.sized(path.display().to_string(), bytes)
+                self.sized(path.display().to_string(), bytes).await
             }
         }
     }
@@ -641,8 +1076,9 @@ impl Objects {
         })
     }
 
-    /// A module read from an object or a file, under the size limit.
-    fn sized(&self, origin: String, bytes: Vec<u8>) -> Result<Fetched, Refusal> {
+    /// A module read from an object or a file, under the size limit, kept in the module store
+    /// for a rollback to it.
+    async fn sized(&self, origin: String, bytes: Vec<u8>) -> Result<Fetched, Refusal> {
         let limit = self.settings.max_module_bytes;
         if bytes.len() as u64 > limit {
             return Err(Refusal {
@@ -654,9 +1090,16 @@ impl Objects {
                 transient: false,
             });
         }
+        let module_digest = crate::wasm::module::sha256_hex(&bytes);
+        let (store, digest, kept) = (
+            self.registries.store().clone(),
+            module_digest.clone(),
+            bytes.clone(),
+        );
+        let _ = tokio::task::spawn_blocking(move || store.put(&digest, &kept)).await;
         Ok(Fetched {
             origin,
-            module_digest: crate::wasm::module::sha256_hex(&bytes),
+            module_digest,
             bytes: Some(bytes),
             image: None,
         })
@@ -699,7 +1142,7 @@ impl Objects {
         &self,
         object: &DynamicObject,
         generation: i64,
-        applied: Option<&Applied>,
+        state: &State,
         conditions: &[Value],
     ) {
         let (Some(namespace), Some(name)) = (&object.metadata.namespace, &object.metadata.name)
@@ -727,8 +1170,12 @@ impl Objects {
             "observedGeneration": generation,
             "conditions": conditions,
             "replica": leader::replica_name(),
+            "revisions": state.history.revisions,
         });
-        if let Some(applied) = applied {
+        if let Some(rolled_back) = &state.history.rolled_back {
+            status["rolledBack"] = json!(rolled_back);
+        }
+        if let Some(applied) = &state.applied {
             let metadata = &applied.module.metadata;
             let kind = |k: &GroupVersionKind| format!("{} {}", k.api_version(), k.kind);
             status["controllerName"] = json!(applied.name);
@@ -821,6 +1268,29 @@ impl Objects {
             tracing::warn!(%namespace, %name, %error, "recording an Event on a WasmController");
         }
     }
+}
+
+/// The reconcile counters and last error of `tally`, as status writes them; the time of the last
+/// error is when `state` first saw it.
+fn tally_status(tally: &Tally, state: &mut State) -> Value {
+    let mut counters = json!({
+        "reconciles": {
+            "succeeded": tally.succeeded,
+            "requeued": tally.requeued,
+            "failed": tally.failed,
+            "consecutiveFailures": tally.consecutive_failures,
+        },
+    });
+    if let Some(error) = &tally.last_error {
+        let seen = state
+            .last_error
+            .take()
+            .filter(|(_, e)| e == error)
+            .unwrap_or_else(|| (Timestamp::now().to_string(), error.clone()));
+        counters["lastError"] = json!({ "message": seen.1, "time": seen.0 });
+        state.last_error = Some(seen);
+    }
+    counters
 }
 
 fn key(object: &DynamicObject) -> Option<ObjectKey> {

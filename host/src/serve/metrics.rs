@@ -71,7 +71,7 @@ pub struct CacheSnapshot {
 }
 
 /// Module loads, reloads, rejections and unloads so far.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LoadSnapshot {
     /// Modules loaded, at start-up or on reload.
     pub loaded: u64,
@@ -81,6 +81,8 @@ pub struct LoadSnapshot {
     pub rejected: u64,
     /// Guests unloaded because their file was removed.
     pub unloaded: u64,
+    /// Modules of controller objects refused, and rollbacks, by reason.
+    pub refused: Vec<(&'static str, u64)>,
 }
 
 /// Objects carrying the finalizer of a guest no longer running.
@@ -151,6 +153,13 @@ impl Snapshot {
                 reloaded: load(&counters.reloaded),
                 rejected: load(&counters.rejected),
                 unloaded: load(&counters.unloaded),
+                refused: counters
+                    .refused
+                    .lock()
+                    .expect("refusals lock")
+                    .iter()
+                    .map(|(reason, n)| (*reason, *n))
+                    .collect(),
             },
             orphans: orphans(observer),
         }
@@ -392,6 +401,15 @@ impl Snapshot {
         ] {
             out.family(name, Kind::Counter, help);
             out.sample(name, &[], value);
+        }
+        let name = "kubewasm_controller_object_refusals_total";
+        out.family(
+            name,
+            Kind::Counter,
+            "Modules of WasmControllers refused, and rollbacks (RolledBack), by reason",
+        );
+        for (reason, value) in &loads.refused {
+            out.sample(name, &[("reason", reason)], *value);
         }
         type Orphaned = (&'static str, &'static str, fn(&OrphanCount) -> usize);
         let orphaned: [Orphaned; 2] = [
@@ -688,6 +706,7 @@ mod tests {
                 reloaded: 1,
                 rejected: 0,
                 unloaded: 1,
+                refused: vec![("NotPermitted", 2)],
             },
             orphans: vec![OrphanSnapshot {
                 guest: "stamp".into(),

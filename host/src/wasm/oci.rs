@@ -540,6 +540,11 @@ impl Registries {
         })
     }
 
+    /// Where pulled modules are kept.
+    pub fn store(&self) -> &ModuleStore {
+        &self.store
+    }
+
     /// The component bytes of `artifact`: from the store when it holds them, else fetched
     /// (bounded by the size limit, verified against the layer's digest) and stored.
     pub async fn fetch(

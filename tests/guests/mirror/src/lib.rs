@@ -5,6 +5,8 @@
 //! features, so tests can tell which build reconciled; `v3` also declares a higher concurrency,
 //! a different declaration.
 //!
+//! Built with the `fails` feature every reconcile fails, as a bad release of a controller might.
+//!
 //! Built with the `events` feature it records the same `Mirrored` event about the source on
 //! every reconcile, as a guest following the sample-controller does.
 //!
@@ -43,6 +45,11 @@ impl Controller for Mirror {
         let Some(source) = &req.object else {
             return Ok(Action::Done);
         };
+        if cfg!(feature = "fails") {
+            return Err(ReconcileError::transient(
+                "this build fails every reconcile",
+            ));
+        }
         let value = source["data"]["value"].as_str().unwrap_or_default();
         let mirror = json!({
             "apiVersion": "v1",
