@@ -8,7 +8,9 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kubewasm_tests::podset::{self, install};
 use kubewasm_tests::registry::{self, Registry, push_raw};
 use kubewasm_tests::{
@@ -394,6 +396,16 @@ async fn a_tag_rolls_out_new_digests_refuses_a_broken_one_and_rolls_back_a_faili
             let first = names("first", 0..10);
             sources(&config_maps, &first).await?;
             mirrored_by(&config_maps, &first, "v1").await?;
+            // A change of settings alone restarts the guest with the same module.
+            let patch = json!({ "spec": { "maxConcurrency": 2 } });
+            api.patch("mirror", &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+            ensure!(
+                event_reasons(&client, ns.name(), "mirror")
+                    .await?
+                    .contains(&"Replaced".to_owned())
+            );
 
             // A new digest under the same tag: swapped in place, every key reconciled by it.
             let v2 = digest_of(&push(&guest_wasm_with("mirror", &["v2"]), &tag)?)?;

@@ -431,10 +431,12 @@ impl Objects {
                 .as_ref()
                 .map(|a| (a.module.digest.clone(), a.config.clone()))
         });
-        let fetched = match self
-            .fetch(&spec, &key.0, running.as_ref().map(|r| r.0.as_str()))
-            .await
-        {
+        // The running module's bytes are needed again when its settings change.
+        let reusable = running
+            .as_ref()
+            .filter(|(_, config)| *config == spec.module)
+            .map(|(digest, _)| digest.as_str());
+        let fetched = match self.fetch(&spec, &key.0, reusable).await {
             Ok(fetched) => fetched,
             Err(refusal) => {
                 self.restore(key, &object, &spec, generation, None, guests)
