@@ -43,6 +43,16 @@ pub fn basic_authorization(user: &str, password: &str) -> String {
     )
 }
 
+/// The SHA-256 of `bytes` in lowercase hex, as digests name blobs.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(bytes);
+    digest.iter().fold(String::new(), |mut hex, b| {
+        let _ = write!(hex, "{b:02x}");
+        hex
+    })
+}
+
 /// Pushes `layer` with `config` (each a media type and bytes) as `reference` on a loopback
 /// registry, as a tool other than kubewasm might: nothing is checked.
 pub async fn push_raw(

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use anyhow::{Context, Result, ensure};
-use kubewasm_tests::registry::{self, Registry, push_raw};
+use kubewasm_tests::registry::{self, Registry, push_raw, sha256_hex};
 use kubewasm_tests::{guest_wasm, host_binary, http_get_with};
 
 /// Runs `kubewasm ARGS` with `stdin` and the environment `env`.
@@ -39,15 +39,6 @@ fn text(output: &Output) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     )
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let digest = <sha2::Sha256 as sha2::Digest>::digest(bytes);
-    digest.iter().fold(String::new(), |mut hex, b| {
-        let _ = write!(hex, "{b:02x}");
-        hex
-    })
 }
 
 /// The manifest the registry holds for `repository:reference`, as JSON.

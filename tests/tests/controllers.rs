@@ -12,7 +12,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use kubewasm_tests::podset::{self, install};
-use kubewasm_tests::registry::{self, Registry, push_raw};
+use kubewasm_tests::registry::{self, Registry, push_raw, sha256_hex};
 use kubewasm_tests::{
     HostProcess, Language, WAIT, apply_yaml, apply_yaml_text, control_plane, eventually,
     example_wasm, free_ports, guest_wasm, guest_wasm_with, host_binary, http_get, repo_root,
@@ -711,12 +711,4 @@ async fn the_javascript_podset_runs_from_a_registry() -> Result<()> {
         Ok(())
     })
     .await
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }

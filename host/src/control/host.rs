@@ -140,6 +140,15 @@ pub enum GuestKey {
     },
 }
 
+impl From<&ObjectKey> for GuestKey {
+    fn from((namespace, name): &ObjectKey) -> Self {
+        Self::Object {
+            namespace: namespace.clone(),
+            name: name.clone(),
+        }
+    }
+}
+
 /// Counters of module loads.
 #[derive(Debug, Default)]
 pub struct LoadCounters {
@@ -716,10 +725,7 @@ impl Guests for Shared {
         bytes: Vec<u8>,
         config: &ModuleConfig,
     ) -> Result<(Loaded, Arc<Module>, String), Refusal> {
-        let key = GuestKey::Object {
-            namespace: key.0.clone(),
-            name: key.1.clone(),
-        };
+        let key = GuestKey::from(key);
         match self.put(key.clone(), origin, bytes, config).await {
             Ok(loaded) => {
                 let controller = self.guest(&key).ok_or(Refusal {
@@ -746,18 +752,11 @@ impl Guests for Shared {
     }
 
     async fn stop(&self, key: &ObjectKey) -> bool {
-        self.unload(&GuestKey::Object {
-            namespace: key.0.clone(),
-            name: key.1.clone(),
-        })
-        .await
+        self.unload(&GuestKey::from(key)).await
     }
 
     fn tally(&self, key: &ObjectKey) -> Option<Tally> {
-        let key = GuestKey::Object {
-            namespace: key.0.clone(),
-            name: key.1.clone(),
-        };
+        let key = GuestKey::from(key);
         self.guest(&key).map(|c| c.tally())
     }
 
