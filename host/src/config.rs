@@ -273,8 +273,6 @@ pub struct ImageSource {
     pub reference: String,
     /// A `kubernetes.io/dockerconfigjson` Secret of the object's namespace.
     pub pull_secret: Option<String>,
-    /// How often a tag is resolved again; `None` never (and for a reference by digest).
-    pub poll: Option<Duration>,
 }
 
 /// A key of a ConfigMap or Secret.

@@ -559,6 +559,15 @@ impl HostProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Sends `signal` (such as `STOP` or `CONT`) to the process.
+    pub fn signal(&self, signal: &str) -> Result<()> {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -{signal} failed");
+        Ok(())
+    }
+
     /// Sends SIGTERM and waits for the process to exit; returns whether it exited cleanly.
     pub fn stop(mut self) -> Result<bool> {
         let status = Command::new("kill")

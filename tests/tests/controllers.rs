@@ -712,3 +712,390 @@ async fn the_javascript_podset_runs_from_a_registry() -> Result<()> {
     })
     .await
 }
+
+/// How many requests for manifests of `repository` the registry's log shows.
+fn manifest_requests(registry: &Registry, repository: &str) -> usize {
+    let path = format!("/v2/{repository}/manifests/");
+    registry.log().lines().filter(|l| l.contains(&path)).count()
+}
+
+/// How many Events on the WasmController `name` have `reason`.
+async fn events_with(client: &Client, namespace: &str, name: &str, reason: &str) -> Result<usize> {
+    Ok(event_reasons(client, namespace, name)
+        .await?
+        .iter()
+        .filter(|r| *r == reason)
+        .count())
+}
+
+#[tokio::test]
+async fn a_running_controller_is_not_fetched_again_for_its_own_status_writes() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    apply_yaml(
+        &client,
+        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
+        None,
+    )
+    .await?;
+    let ns = plane.namespace("wasmquiet").await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let registry = Registry::start();
+    // By digest: never resolved again on a timer.
+    let pinned = push(
+        &guest_wasm_with("mirror", &["fails"]),
+        &registry.reference("mirror:fails"),
+    )?;
+
+    with_host_args(
+        "controllers-quiet",
+        &config(ns.name()),
+        &[],
+        async |_host| {
+            let api = controllers(&client, ns.name());
+            let spec = json!({ "module": { "image": pinned } });
+            api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+                .await?;
+            until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+            let fetched = manifest_requests(&registry, "mirror");
+            // Failing reconciles keep the counters changing, so the host writes them to status
+            // again and again; each write is a watch event on the object.
+            sources(&config_maps, &names("failing", 0..5)).await?;
+            let seen = Mutex::new(HashSet::new());
+            eventually("three writes of the counters", WAIT, || async {
+                let object = api.get("mirror").await?;
+                let mut seen = seen.lock().expect("seen lock");
+                if let Some(failed) = object.data["status"]["reconciles"]["failed"].as_i64() {
+                    seen.insert(failed);
+                }
+                Ok((seen.len() >= 3).then_some(()))
+            })
+            .await?;
+            assert_eq!(
+                manifest_requests(&registry, "mirror"),
+                fetched,
+                "the running module was fetched again for a status write"
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_config_map_source_is_loaded_once_it_exists_and_swapped_when_it_changes() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    apply_yaml(
+        &client,
+        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
+        None,
+    )
+    .await?;
+    let ns = plane.namespace("wasmcm").await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let module = |path: std::path::PathBuf| -> Result<ConfigMap> {
+        Ok(serde_json::from_value(json!({
+            "metadata": { "name": "module" },
+            "binaryData": { "mirror.wasm": k8s_openapi::ByteString(std::fs::read(path)?) },
+        }))?)
+    };
+
+    with_host_args("controllers-configmap", &config(ns.name()), &[], async |_host| {
+        let api = controllers(&client, ns.name());
+        let spec = json!({
+            "module": { "configMap": { "name": "module", "key": "mirror.wasm" }, "pollInterval": "1s" },
+        });
+        api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+            .await?;
+        until_condition(&api, "mirror", "Ready", is("False", "SourceNotFound")).await?;
+        config_maps
+            .create(&PostParams::default(), &module(guest_wasm("mirror"))?)
+            .await?;
+        until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+        let keys = names("key", 0..3);
+        sources(&config_maps, &keys).await?;
+        mirrored_by(&config_maps, &keys, "v1").await?;
+
+        let v2 = guest_wasm_with("mirror", &["v2"]);
+        config_maps
+            .replace("module", &PostParams::default(), &module(v2.clone())?)
+            .await?;
+        mirrored_by(&config_maps, &keys, "v2").await?;
+        let digest = format!("sha256:{}", sha256_hex(&std::fs::read(&v2)?));
+        let object = until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+        assert_eq!(object.data["status"]["digest"], digest.as_str());
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_new_revision_is_rolled_back_once_across_a_restart_a_spec_change_and_a_registry_outage()
+-> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    apply_yaml(
+        &client,
+        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
+        None,
+    )
+    .await?;
+    let ns = plane.namespace("wasmprobe").await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let mut registry = Registry::start();
+    let tag = registry.reference("mirror:live");
+    let v1 = digest_of(&push(&guest_wasm("mirror"), &tag)?)?;
+    let api = controllers(&client, ns.name());
+
+    with_host_args(
+        "controllers-probe",
+        &config(ns.name()),
+        &[],
+        async |_host| {
+            let spec = json!({
+                "module": { "image": tag, "pollInterval": "1s" },
+                "rollback": { "failures": 3, "window": "10m" },
+            });
+            api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+                .await?;
+            until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+            Ok(())
+        },
+    )
+    .await?;
+    // A build that fails every reconcile starts, but nothing has failed yet when its host stops.
+    let bad = digest_of(&push(&guest_wasm_with("mirror", &["fails"]), &tag)?)?;
+    with_host_args(
+        "controllers-probe-a",
+        &config(ns.name()),
+        &[],
+        async |_host| {
+            eventually("the failing build to run", WAIT, || async {
+                let object = api.get("mirror").await?;
+                Ok((object.data["status"]["digest"] == bad.as_str()).then_some(()))
+            })
+            .await?;
+            Ok(())
+        },
+    )
+    .await?;
+
+    // Another host, with a module store of its own, goes on with the new revision's probation.
+    let store = tempfile::tempdir()?;
+    let store_dir = store.path().to_str().context("a UTF-8 path")?;
+    let args = ["--module-store-dir", store_dir];
+    with_host_args(
+        "controllers-probe-b",
+        &config(ns.name()),
+        &args,
+        async |_host| {
+            // A change of the spec that leaves the module as it is.
+            let patch = json!({ "spec": { "revisionHistoryLimit": 5 } });
+            api.patch("mirror", &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            let object = until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+            assert_eq!(object.data["status"]["digest"], bad.as_str());
+            // The last good revision is neither in this host's store nor reachable.
+            registry.stop();
+            let failing = names("failing", 0..3);
+            sources(&config_maps, &failing).await?;
+            let stuck =
+                until_condition(&api, "mirror", "Degraded", is("True", "RollbackFailed")).await?;
+            let message = condition(&stuck, "Degraded").unwrap()["message"].to_string();
+            assert!(message.contains(&bad), "{message}");
+            assert_eq!(stuck.data["status"]["digest"], bad.as_str());
+            registry.restart();
+            let rolled =
+                until_condition(&api, "mirror", "Degraded", is("True", "RolledBack")).await?;
+            let status = &rolled.data["status"];
+            assert_eq!(status["digest"], v1.as_str(), "{status}");
+            assert_eq!(status["rolledBack"]["digest"], bad.as_str(), "{status}");
+            mirrored_by(&config_maps, &failing, "v1").await?;
+            let after = names("after", 0..3);
+            sources(&config_maps, &after).await?;
+            mirrored_by(&config_maps, &after, "v1").await?;
+            let object = api.get("mirror").await?;
+            assert_eq!(object.data["status"]["digest"], v1.as_str());
+            assert_eq!(
+                events_with(&client, ns.name(), "mirror", "RolledBack").await?,
+                1,
+                "{:?}",
+                event_reasons(&client, ns.name(), "mirror").await?
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_paused_controller_stops_until_resumed_and_wrong_worlds_are_refused() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    apply_yaml(
+        &client,
+        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
+        None,
+    )
+    .await?;
+    let ns = plane.namespace("wasmpause").await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let registry = Registry::start();
+    let mirror = registry.reference("mirror:v1");
+    push(&guest_wasm("mirror"), &mirror)?;
+    // An artifact whose config names another version of the contract, and one whose config
+    // names this contract but whose layer is a component of another world.
+    let world = |export: &str| {
+        serde_json::to_vec(&json!({
+            "architecture": "wasm", "os": "wasip2",
+            "component": { "exports": [export], "imports": [] },
+        }))
+    };
+    let future = registry.reference("future:v1");
+    push_raw(
+        &future,
+        (
+            "application/vnd.wasm.config.v0+json",
+            world("kubewasm:controller/guest@9.0.0")?,
+        ),
+        ("application/wasm", std::fs::read(guest_wasm("mirror"))?),
+    )
+    .await?;
+    let impostor = registry.reference("impostor:v1");
+    push_raw(
+        &impostor,
+        (
+            "application/vnd.wasm.config.v0+json",
+            world("kubewasm:controller/guest@0.2.0")?,
+        ),
+        ("application/wasm", std::fs::read(guest_wasm("impostor"))?),
+    )
+    .await?;
+
+    with_host_args(
+        "controllers-pause",
+        &config(ns.name()),
+        &[],
+        async |_host| {
+            let api = controllers(&client, ns.name());
+            for (name, image) in [("future", &future), ("impostor", &impostor)] {
+                let spec = json!({ "module": { "image": image }, "controllerName": name });
+                api.create(&PostParams::default(), &wasm_controller(name, spec)?)
+                    .await?;
+            }
+            let spec = json!({ "module": { "image": mirror } });
+            api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+                .await?;
+            until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+            let refused =
+                until_condition(&api, "future", "Ready", is("False", "WrongWorld")).await?;
+            let message = condition(&refused, "Ready").unwrap()["message"].to_string();
+            assert!(message.contains("guest@9.0.0"), "{message}");
+            // Refused from its config: its layer was never pulled.
+            let layer = format!(
+                "GET /v2/future/blobs/sha256:{}",
+                sha256_hex(&std::fs::read(guest_wasm("mirror"))?)
+            );
+            assert!(!registry.log().contains(&layer), "{}", registry.log());
+            let refused =
+                until_condition(&api, "impostor", "Ready", |c| c["status"] == "False").await?;
+            let message = condition(&refused, "Ready").unwrap()["message"].to_string();
+            assert!(message.contains("kubewasm:controller"), "{message}");
+
+            let before = names("before", 0..2);
+            sources(&config_maps, &before).await?;
+            mirrored_by(&config_maps, &before, "v1").await?;
+            let pause = |paused: bool| json!({ "spec": { "paused": paused } });
+            api.patch(
+                "mirror",
+                &PatchParams::default(),
+                &Patch::Merge(&pause(true)),
+            )
+            .await?;
+            let paused = until_condition(&api, "mirror", "Ready", is("False", "Paused")).await?;
+            assert_eq!(
+                paused.data["status"]["revisions"][0]["reason"], "Paused",
+                "{}",
+                paused.data["status"]
+            );
+            ensure!(events_with(&client, ns.name(), "mirror", "Paused").await? == 1);
+            // Keys that change while it is paused wait for it.
+            let during = names("during", 0..2);
+            sources(&config_maps, &during).await?;
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            for name in &during {
+                let mirror = config_maps.get_opt(&format!("{name}-mirror")).await?;
+                ensure!(mirror.is_none(), "{name} was mirrored while paused");
+            }
+            api.patch(
+                "mirror",
+                &PatchParams::default(),
+                &Patch::Merge(&pause(false)),
+            )
+            .await?;
+            until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+            mirrored_by(&config_maps, &during, "v1").await?;
+            Ok(())
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_wasm_controller_created_again_under_its_name_starts_over() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    apply_yaml(
+        &client,
+        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
+        None,
+    )
+    .await?;
+    let ns = plane.namespace("wasmagain").await?;
+    let registry = registry::shared();
+    let v1 = push(
+        &guest_wasm("mirror"),
+        &registry.reference("again/mirror:v1"),
+    )?;
+    let v2 = push(
+        &guest_wasm_with("mirror", &["v2"]),
+        &registry.reference("again/mirror:v2"),
+    )?;
+
+    with_host_args("controllers-again", &config(ns.name()), &[], async |host| {
+        let api = controllers(&client, ns.name());
+        let spec = |image: &str| json!({ "module": { "image": image } });
+        api.create(
+            &PostParams::default(),
+            &wasm_controller("mirror", spec(&v1))?,
+        )
+        .await?;
+        until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+        // Deleted and created again while the host does not look: it sees both at once.
+        host.signal("STOP")?;
+        let deleted = async {
+            api.delete("mirror", &DeleteParams::default()).await?;
+            eventually("the WasmController to go", WAIT, || async {
+                Ok(api.get_opt("mirror").await?.is_none().then_some(()))
+            })
+            .await?;
+            api.create(
+                &PostParams::default(),
+                &wasm_controller("mirror", spec(&v2))?,
+            )
+            .await?;
+            anyhow::Ok(())
+        }
+        .await;
+        host.signal("CONT")?;
+        deleted?;
+        let object = until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+        let status = &object.data["status"];
+        assert_eq!(status["image"], v2.as_str(), "{status}");
+        let revisions = status["revisions"].as_array().context("revisions")?;
+        assert_eq!(revisions.len(), 1, "the old object's revisions: {status}");
+        Ok(())
+    })
+    .await
+}

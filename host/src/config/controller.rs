@@ -30,6 +30,8 @@ pub const PLURAL: &str = "wasmcontrollers";
 
 /// How often a tag is resolved again when the spec does not say.
 pub const DEFAULT_POLL: Duration = Duration::from_secs(300);
+/// How often a ConfigMap, Secret or file source is read again when the spec does not say.
+pub const DEFAULT_READ: Duration = Duration::from_secs(30);
 
 /// How the host treats controller objects.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -80,6 +82,9 @@ pub struct ControllerSpec {
     pub rollback: Rollback,
     /// How many replaced revisions status keeps.
     pub history_limit: u32,
+    /// How often the source is read again (a tag resolved again) and a new module rolled out;
+    /// `None` never, as for an image by digest.
+    pub poll: Option<Duration>,
 }
 
 #[derive(Deserialize)]
@@ -135,7 +140,7 @@ pub fn parse_spec(
 ) -> Result<ControllerSpec, ConfigError> {
     let raw: RawSpec =
         serde_json::from_value(spec.clone()).map_err(|e| invalid("spec", e.to_string()))?;
-    let source = source(raw.module, settings)?;
+    let (source, poll) = source(raw.module, settings)?;
     let confined = !settings.cluster_namespaces.iter().any(|n| n == namespace);
     let overrides = Overrides {
         name: raw.controller_name,
@@ -173,10 +178,15 @@ pub fn parse_spec(
         paused: raw.paused,
         rollback,
         history_limit: raw.revision_history_limit.unwrap_or(10).min(100),
+        poll,
     })
 }
 
-fn source(raw: RawSource, settings: &ControllersConfig) -> Result<Source, ConfigError> {
+/// The module's source, and how often it is read again.
+fn source(
+    raw: RawSource,
+    settings: &ControllersConfig,
+) -> Result<(Source, Option<Duration>), ConfigError> {
     let at = "spec.module";
     let set = [
         raw.image.is_some(),
@@ -190,12 +200,22 @@ fn source(raw: RawSource, settings: &ControllersConfig) -> Result<Source, Config
             "set exactly one of image, configMap, secret and path",
         ));
     }
-    if raw.image.is_none() && (raw.image_pull_secret.is_some() || raw.poll_interval.is_some()) {
-        return Err(invalid(
-            at,
-            "imagePullSecret and pollInterval apply only to an image",
-        ));
+    if raw.image.is_none() && raw.image_pull_secret.is_some() {
+        return Err(invalid(at, "imagePullSecret applies only to an image"));
     }
+    let by_digest = raw.image.as_ref().is_some_and(|r| r.contains("@sha256:"));
+    let default = if raw.image.is_some() {
+        DEFAULT_POLL
+    } else {
+        DEFAULT_READ
+    };
+    let poll = match raw.poll_interval {
+        Some(text) => {
+            parse_duration(&text).map_err(|e| invalid(format!("{at}.pollInterval"), e))?
+        }
+        None => default,
+    };
+    let poll = Some(poll).filter(|p| !p.is_zero() && !by_digest);
     let key_ref = |raw: RawKeyRef, field: &str| {
         if !is_dns1123_subdomain(&raw.name) {
             return Err(invalid(
@@ -220,26 +240,17 @@ fn source(raw: RawSource, settings: &ControllersConfig) -> Result<Source, Config
                 format!("{secret:?} is not an object name"),
             ));
         }
-        let by_digest = reference.contains("@sha256:");
-        let poll = match raw.poll_interval {
-            Some(text) => {
-                let interval =
-                    parse_duration(&text).map_err(|e| invalid(format!("{at}.pollInterval"), e))?;
-                Some(interval).filter(|i| !i.is_zero())
-            }
-            None => Some(DEFAULT_POLL),
-        };
-        return Ok(Source::Image(ImageSource {
+        let image = ImageSource {
             reference,
             pull_secret: raw.image_pull_secret,
-            poll: poll.filter(|_| !by_digest),
-        }));
+        };
+        return Ok((Source::Image(image), poll));
     }
     if let Some(raw) = raw.config_map {
-        return Ok(Source::ConfigMap(key_ref(raw, "configMap")?));
+        return Ok((Source::ConfigMap(key_ref(raw, "configMap")?), poll));
     }
     if let Some(raw) = raw.secret {
-        return Ok(Source::Secret(key_ref(raw, "secret")?));
+        return Ok((Source::Secret(key_ref(raw, "secret")?), poll));
     }
     let path = raw.path.expect("one source is set");
     if !settings.allow_paths {
@@ -255,7 +266,7 @@ fn source(raw: RawSource, settings: &ControllersConfig) -> Result<Source, Config
             format!("{:?} is not an absolute path", path),
         ));
     }
-    Ok(Source::File(path))
+    Ok((Source::File(path), poll))
 }
 
 /// Limits `module` to `namespace`, as the module doc says.

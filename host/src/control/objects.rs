@@ -3,20 +3,24 @@
 //! compiled and validated while the running one keeps running, a bad one is refused and the
 //! running one kept, and a swap loses no key.
 //!
-//! Objects are handled one at a time, each whenever it changes, when a failed fetch is retried
-//! (a transient failure, such as a registry down, with backoff from 1 s to 5 min) and, for an
-//! image by tag, every poll interval, when the tag is resolved again and a new digest rolled out.
-//! Each transition is an Event on the object, and its status says what runs: conditions
-//! `Ready`, `Progressing` and `Degraded`, the digest, the contract and the declaration, the
-//! revisions that ran (see [`crate::control::revisions`]) and, every few seconds while they
-//! change, the reconcile counters and the last error. Deleting the object, or pausing it,
-//! unloads its guest.
+//! Objects are handled one at a time, each when it comes, goes or changes other than in its
+//! status, when a failed fetch is retried (a transient failure, such as a registry down, with
+//! backoff from 1 s to 5 min) and every poll interval, when its source is read again (a tag
+//! resolved again) and a changed module rolled out. Each transition is an Event on the object
+//! (a refusal retried is recorded again only when it says something new), and its status says
+//! what runs: conditions `Ready`, `Progressing` and `Degraded`, the digest, the contract and the
+//! declaration, the revisions that ran (see [`crate::control::revisions`]) and, every few
+//! seconds while they change, the reconcile counters and the last error. Deleting the object, or
+//! pausing it, unloads its guest.
 //!
 //! Automatic rollback, unless the spec turns it off: a new revision whose reconciles fail too
 //! often too soon is replaced by the one that ran before it, and a module that cannot be fetched
 //! or loaded while nothing runs for the object (after a restart, say) is replaced by the last
 //! good revision its status names, read from the module store or pulled by digest. Either is a
-//! Warning Event and a `Degraded` condition naming the bad digest.
+//! Warning Event and a `Degraded` condition naming the bad digest. A new revision's probation
+//! survives a restart or failover of the host: it is timed from the start status records. When
+//! the last good revision cannot be run, the failing one runs on, `Degraded` says why
+//! (`RollbackFailed`), and the rollback is retried.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
@@ -153,6 +157,8 @@ impl Applied {
 /// What the host knows of one object.
 #[derive(Default)]
 struct State {
+    /// The object's UID: one created again under its name starts over.
+    uid: Option<String>,
     /// What runs for it.
     applied: Option<Applied>,
     /// Its revisions, read from its status when first seen.
@@ -166,6 +172,17 @@ struct State {
     /// The module last refused for good (`sha256:...`) and the generation of the spec: the
     /// same module is not fetched, loaded and reported again until the spec changes.
     refused: Option<(String, i64)>,
+    /// The reason and message of the last Warning Event of a refusal, until the module runs:
+    /// a refusal retried is not recorded again while it says the same.
+    warned: Option<(String, String)>,
+}
+
+/// A revision run again for an object.
+struct Restored {
+    origin: String,
+    name: String,
+    /// Whether it is the one that ran last (after a restart, say), not an older one.
+    resumed: bool,
 }
 
 /// Watches controller objects and runs their modules until `closing` is cancelled.
@@ -253,7 +270,7 @@ impl Objects {
     }
 
     /// Follows every controller object in the configured namespaces (or all), and queues each
-    /// one that changes or goes.
+    /// one that comes, goes, or changes other than in its status.
     async fn watch(&self) {
         let apis: Vec<(Option<&str>, Api<DynamicObject>)> = if self.settings.namespaces.is_empty() {
             vec![(None, Api::all_with(self.client.clone(), &resource()))]
@@ -296,11 +313,7 @@ impl Objects {
                         .collect();
                     let changed: Vec<ObjectKey> = listed
                         .iter()
-                        .filter(|(k, o)| {
-                            latest.get(*k).is_none_or(|l| {
-                                l.metadata.resource_version != o.metadata.resource_version
-                            })
-                        })
+                        .filter(|(k, o)| changed(latest.get(*k), o))
                         .map(|(k, _)| k.clone())
                         .collect();
                     for key in &gone {
@@ -314,11 +327,15 @@ impl Objects {
                 }
                 Ok(watcher::Event::Apply(object)) => {
                     if let Some(key) = key(&object) {
-                        self.latest
+                        let old = self
+                            .latest
                             .lock()
                             .expect("objects lock")
-                            .insert(key.clone(), object);
-                        let _ = self.sender.send(key);
+                            .insert(key.clone(), object.clone());
+                        // The host's own status writes, for one, change nothing that runs.
+                        if changed(old.as_ref(), &object) {
+                            let _ = self.sender.send(key);
+                        }
                     }
                 }
                 Ok(watcher::Event::Delete(object)) => {
@@ -397,14 +414,7 @@ impl Objects {
             }
             return;
         };
-        self.states
-            .lock()
-            .await
-            .entry(key.clone())
-            .or_insert_with(|| State {
-                history: History::from_status(object.data.get("status")),
-                ..State::default()
-            });
+        self.adopt(key, &object, guests).await;
         let generation = object.metadata.generation.unwrap_or_default();
         let spec = object.data.get("spec").cloned().unwrap_or(Value::Null);
         let spec = match controller::parse_spec(&spec, &key.0, &self.settings, &self.queue) {
@@ -426,6 +436,15 @@ impl Objects {
             }
             return;
         }
+        self.refresh(key, &spec, generation).await;
+        // The check loop found the running revision failing: the last good one runs instead.
+        if let Some((bad, origin)) = self.running_bad(key, &spec, generation).await
+            && !self
+                .roll_back(key, &object, &spec, generation, (&bad, &origin), guests)
+                .await
+        {
+            return;
+        }
         let running = self.states.lock().await.get(key).and_then(|s| {
             s.applied
                 .as_ref()
@@ -439,7 +458,7 @@ impl Objects {
         let fetched = match self.fetch(&spec, &key.0, reusable).await {
             Ok(fetched) => fetched,
             Err(refusal) => {
-                self.restore(key, &object, &spec, generation, None, guests)
+                self.restore_idle(key, &object, &spec, None, &refusal, guests)
                     .await;
                 self.refused(key, &object, generation, &refusal, guests)
                     .await;
@@ -464,34 +483,45 @@ impl Objects {
             .lock()
             .await
             .get(key)
-            .and_then(|s| s.history.rolled_back.clone());
-        let bad = rolled_back.as_ref().is_some_and(|r| {
-            r.module_digest == module_digest && r.observed_generation == generation
-        });
-        if bad {
+            .and_then(|s| s.history.rolled_back.clone())
+            .filter(|r| {
+                spec.rollback.enabled
+                    && r.module_digest == module_digest
+                    && r.observed_generation == generation
+            });
+        if let Some(rolled_back) = rolled_back {
             // Never run again for this spec: the last good revision runs instead.
-            if running
-                .as_ref()
-                .is_none_or(|(digest, _)| *digest == fetched.module_digest)
-            {
-                self.restore(
-                    key,
-                    &object,
-                    &spec,
-                    generation,
-                    Some(&module_digest),
-                    guests,
-                )
-                .await;
+            if running.is_none() {
+                match self
+                    .restore(key, &spec, generation, Some(&module_digest), guests)
+                    .await
+                {
+                    Ok(None) => return,
+                    Ok(Some(restored)) => {
+                        let note = format!(
+                            "module {} loaded as controller {} in place of {module_digest}, \
+                             which was rolled back",
+                            restored.origin, restored.name
+                        );
+                        self.event(&object, false, "Loaded", "Load", &note).await;
+                    }
+                    Err(refusal) => {
+                        self.refused(key, &object, generation, &refusal, guests)
+                            .await;
+                        self.retry(key, &spec, &refusal);
+                        return;
+                    }
+                }
             }
-            let message = rolled_back.map(|r| r.message).unwrap_or_default();
             let refusal = Refusal {
                 reason: "RolledBack",
-                message: format!("{} was rolled back: {message}", fetched.origin),
+                message: format!(
+                    "{} was rolled back: {}",
+                    fetched.origin, rolled_back.message
+                ),
                 transient: false,
             };
-            self.refused(key, &object, generation, &refusal, guests)
-                .await;
+            self.degraded(key, &object, generation, &refusal).await;
             self.remember_refused(key, memo).await;
             self.poll(key, &spec);
             return;
@@ -521,15 +551,8 @@ impl Objects {
                     self.ran(key, applied, tally.as_ref(), &spec).await;
                 }
                 Err(refusal) => {
-                    self.restore(
-                        key,
-                        &object,
-                        &spec,
-                        generation,
-                        Some(&module_digest),
-                        guests,
-                    )
-                    .await;
+                    self.restore_idle(key, &object, &spec, Some(&module_digest), &refusal, guests)
+                        .await;
                     self.refused(key, &object, generation, &refusal, guests)
                         .await;
                     if !refusal.transient {
@@ -551,6 +574,7 @@ impl Objects {
             }
             let applied = &*applied;
             let message = format!("controller {} runs {}", applied.name, applied.module.origin);
+            state.warned = None;
             self.status(
                 &object,
                 generation,
@@ -565,6 +589,178 @@ impl Objects {
         }
         drop(states);
         self.poll(key, &spec);
+    }
+
+    /// Starts the host's state of `object`, from its status, when first seen. An object of the
+    /// same name that was deleted and created again while the host did not look starts over:
+    /// the old one's guest is stopped and its revisions forgotten.
+    async fn adopt(&self, key: &ObjectKey, object: &DynamicObject, guests: &dyn Guests) {
+        let uid = object.metadata.uid.clone();
+        let recreated = self
+            .states
+            .lock()
+            .await
+            .get(key)
+            .is_some_and(|s| s.uid != uid);
+        if recreated {
+            tracing::info!(namespace = %key.0, name = %key.1, "WasmController created again; the guest of the one before is unloaded");
+            guests.stop(key).await;
+            self.states.lock().await.remove(key);
+        }
+        self.states
+            .lock()
+            .await
+            .entry(key.clone())
+            .or_insert_with(|| State {
+                uid,
+                history: History::from_status(object.data.get("status")),
+                ..State::default()
+            });
+    }
+
+    /// Keeps what runs for `key` current with a new generation of a spec that leaves its
+    /// module's settings as they are: a verdict on it is for the new generation, and its
+    /// probation follows the spec's rollback.
+    async fn refresh(&self, key: &ObjectKey, spec: &ControllerSpec, generation: i64) {
+        let mut states = self.states.lock().await;
+        let Some(state) = states.get_mut(key) else {
+            return;
+        };
+        if let Some(applied) = &mut state.applied
+            && applied.config == spec.module
+        {
+            applied.generation = generation;
+        }
+        if spec.rollback.enabled {
+            if let Some(probation) = &mut state.probation {
+                probation.set_rollback(spec.rollback);
+            }
+        } else {
+            state.probation = None;
+        }
+    }
+
+    /// The running module, as its digest (`sha256:...`) and origin, when it was rolled back for
+    /// `generation` and rollback is on: it still has to be replaced.
+    async fn running_bad(
+        &self,
+        key: &ObjectKey,
+        spec: &ControllerSpec,
+        generation: i64,
+    ) -> Option<(String, String)> {
+        let states = self.states.lock().await;
+        let state = states.get(key)?;
+        let module = &state.applied.as_ref()?.module;
+        let digest = format!("sha256:{}", module.digest);
+        (spec.rollback.enabled && state.history.is_bad(&digest, generation))
+            .then(|| (digest, module.origin.clone()))
+    }
+
+    /// Replaces the running revision, `bad` (its module digest and origin), that the check loop
+    /// found failing, with the last good one: a Warning Event says so. When that fails, the bad one keeps running, and the
+    /// object is Degraded and retried (or, if it cannot succeed, left until its spec changes).
+    /// Whether the reconcile goes on.
+    async fn roll_back(
+        self: &Arc<Self>,
+        key: &ObjectKey,
+        object: &DynamicObject,
+        spec: &ControllerSpec,
+        generation: i64,
+        (bad, origin): (&str, &str),
+        guests: &dyn Guests,
+    ) -> bool {
+        let memo = Some((bad.to_owned(), generation));
+        let (refused_before, why) = {
+            let states = self.states.lock().await;
+            let state = states.get(key);
+            (
+                state.is_some_and(|s| s.refused == memo),
+                state
+                    .and_then(|s| s.history.rolled_back.as_ref())
+                    .map(|r| r.message.clone())
+                    .unwrap_or_default(),
+            )
+        };
+        if refused_before {
+            return true;
+        }
+        match self.restore(key, spec, generation, Some(bad), guests).await {
+            Ok(None) => false,
+            Ok(Some(restored)) => {
+                guests.refused("RolledBack");
+                let note = format!(
+                    "{origin} fails ({why}); rolled back to {} as controller {}",
+                    restored.origin, restored.name
+                );
+                self.event(object, true, "RolledBack", "Rollback", &note)
+                    .await;
+                tracing::warn!(namespace = %key.0, name = %key.1, bad = %origin, to = %restored.origin, "WasmController rolled back to its last good revision");
+                true
+            }
+            Err(refusal) => {
+                let refusal = Refusal {
+                    message: format!("{origin} fails ({why}) and runs on: {}", refusal.message),
+                    ..refusal
+                };
+                self.refused(key, object, generation, &refusal, guests)
+                    .await;
+                if !refusal.transient {
+                    self.remember_refused(key, memo).await;
+                }
+                self.retry(key, spec, &refusal);
+                false
+            }
+        }
+    }
+
+    /// When nothing runs for `key` and its rollback is on, runs the last good revision in place
+    /// of the module the spec names (`bad`, `sha256:...`, when it was fetched), which `refusal`
+    /// refused. The revision that ran last resumes (after a restart, say) with a Normal Event;
+    /// an older one is a rollback, with a Warning Event.
+    async fn restore_idle(
+        &self,
+        key: &ObjectKey,
+        object: &DynamicObject,
+        spec: &ControllerSpec,
+        bad: Option<&str>,
+        refusal: &Refusal,
+        guests: &dyn Guests,
+    ) {
+        let idle = self
+            .states
+            .lock()
+            .await
+            .get(key)
+            .is_some_and(|s| s.applied.is_none());
+        if !idle || !spec.rollback.enabled {
+            return;
+        }
+        let generation = object.metadata.generation.unwrap_or_default();
+        let restored = match self.restore(key, spec, generation, bad, guests).await {
+            Ok(Some(restored)) => restored,
+            Ok(None) => return,
+            Err(failed) => {
+                tracing::warn!(namespace = %key.0, name = %key.1, reason = failed.reason, message = %failed.message, "no earlier revision runs in place of a refused module");
+                return;
+            }
+        };
+        let what = bad.unwrap_or("the module the spec names");
+        if restored.resumed {
+            let note = format!(
+                "{what} does not run ({}); module {} ran before and runs again as controller {}",
+                refusal.reason, restored.origin, restored.name
+            );
+            self.event(object, false, "Loaded", "Load", &note).await;
+        } else {
+            guests.refused("RolledBack");
+            let note = format!(
+                "{what} does not run ({}); rolled back to {} as controller {}",
+                refusal.reason, restored.origin, restored.name
+            );
+            self.event(object, true, "RolledBack", "Rollback", &note)
+                .await;
+        }
+        tracing::warn!(namespace = %key.0, name = %key.1, what, reason = refusal.reason, to = %restored.origin, generation, "an earlier revision of a WasmController runs in place of its refused module");
     }
 
     /// Queues every object for which nothing runs: a controller stopped, and its name may be
@@ -655,8 +851,9 @@ impl Objects {
     }
 
     /// Records that `applied` runs for `key`: a new revision when its module is new, on
-    /// probation when another ran before it and the spec's rollback is on. `tally` is the
-    /// guest's as it started.
+    /// probation when another ran before it and the spec's rollback is on. A revision that
+    /// another host started (before a restart or a failover) goes on with what is left of its
+    /// probation. `tally` is the guest's as it started.
     async fn ran(
         &self,
         key: &ObjectKey,
@@ -680,87 +877,93 @@ impl Objects {
             state.probation = tally
                 .filter(|_| before && spec.rollback.enabled)
                 .map(|t| Probation::new(Instant::now(), t, spec.rollback));
+        } else if state.applied.is_none() {
+            state.probation = resumed_probation(&state.history, tally, spec);
         }
         state.applied = Some(applied);
         state.refused = None;
     }
 
-    /// Runs the last good revision for `key` in place of the `bad` module (`sha256:...`), or
-    /// of one that could not be fetched (`None`), when nothing else runs for it and its
-    /// rollback is on. A Warning Event says so.
+    /// Runs the last good revision for `key`, for the spec's `generation`, in place of the module
+    /// `bad` (`sha256:...`; `None`: one that could not be fetched); what runs then, or `None`
+    /// when shutdown has begun.
     async fn restore(
         &self,
         key: &ObjectKey,
-        object: &DynamicObject,
         spec: &ControllerSpec,
         generation: i64,
         bad: Option<&str>,
         guests: &dyn Guests,
-    ) {
-        if !spec.rollback.enabled {
-            return;
-        }
-        let good = {
-            let states = self.states.lock().await;
-            let Some(state) = states.get(key) else {
-                return;
-            };
-            let running = state
-                .applied
-                .as_ref()
-                .map(|a| format!("sha256:{}", a.module.digest));
-            if running.is_some() && running.as_deref() != bad {
-                return;
-            }
-            state.history.last_good(bad.unwrap_or_default()).cloned()
+    ) -> Result<Option<Restored>, Refusal> {
+        let failed = |message: String, transient: bool| Refusal {
+            reason: "RollbackFailed",
+            message,
+            transient,
         };
-        let Some(good) = good else {
-            return;
-        };
+        let good = self
+            .states
+            .lock()
+            .await
+            .get(key)
+            .and_then(|s| s.history.last_good(bad.unwrap_or_default()).cloned());
+        let good = good.ok_or_else(|| {
+            failed(
+                "no good revision that ran before it is recorded (see revisionHistoryLimit)".into(),
+                false,
+            )
+        })?;
         let origin = good
             .image
             .clone()
             .unwrap_or_else(|| good.module_digest.clone());
-        let bytes = match self.revision_bytes(&good, spec, &key.0).await {
-            Ok(bytes) => bytes,
-            Err(refusal) => {
-                tracing::warn!(namespace = %key.0, name = %key.1, revision = %good.digest, reason = refusal.reason, message = %refusal.message, "the last good revision cannot be fetched to roll back to");
-                return;
-            }
-        };
-        match guests.run(key, origin.clone(), bytes, &spec.module).await {
-            Ok((Loaded::Stopping, _, _)) => {}
-            Ok((_, module, name)) => {
-                guests.refused("RolledBack");
-                let what = bad.unwrap_or("the module the spec names");
-                self.event(
-                    object,
-                    true,
-                    "RolledBack",
-                    "Rollback",
-                    &format!("{what} does not run; rolled back to {origin} as controller {name}"),
-                )
-                .await;
-                tracing::warn!(namespace = %key.0, name = %key.1, bad = what, to = %origin, "WasmController rolled back to its last good revision");
-                let applied = Applied {
-                    config: spec.module.clone(),
-                    module,
-                    name,
-                    image: good.image.clone().map(|image| (image, good.digest.clone())),
-                    generation,
-                };
-                let mut states = self.states.lock().await;
-                let state = states.entry(key.clone()).or_default();
-                state
-                    .history
-                    .started(good, &Timestamp::now().to_string(), spec.history_limit);
-                state.probation = None;
-                state.applied = Some(applied);
-            }
-            Err(refusal) => {
-                tracing::warn!(namespace = %key.0, name = %key.1, revision = %good.digest, reason = refusal.reason, message = %refusal.message, "the last good revision does not load");
-            }
+        let bytes = self
+            .revision_bytes(&good, spec, &key.0)
+            .await
+            .map_err(|r| {
+                let message = format!(
+                    "its last good revision {} cannot be fetched: {}",
+                    good.digest, r.message
+                );
+                failed(message, r.transient)
+            })?;
+        let (loaded, module, name) = guests
+            .run(key, origin.clone(), bytes, &spec.module)
+            .await
+            .map_err(|r| {
+                let message = format!(
+                    "its last good revision {} does not load: {}",
+                    good.digest, r.message
+                );
+                failed(message, r.transient)
+            })?;
+        if loaded == Loaded::Stopping {
+            return Ok(None);
         }
+        let tally = guests.tally(key);
+        let resumed = good.replaced.is_none();
+        let applied = Applied {
+            config: spec.module.clone(),
+            module,
+            name: name.clone(),
+            image: good.image.clone().map(|image| (image, good.digest.clone())),
+            generation,
+        };
+        let mut states = self.states.lock().await;
+        let state = states.entry(key.clone()).or_default();
+        if resumed {
+            state.probation = resumed_probation(&state.history, tally.as_ref(), spec);
+        } else {
+            state
+                .history
+                .started(good, &Timestamp::now().to_string(), spec.history_limit);
+            state.probation = None;
+        }
+        state.applied = Some(applied);
+        Ok(Some(Restored {
+            origin,
+            name,
+            resumed,
+        }))
     }
 
     /// The bytes of a revision that ran: from the module store, else pulled by its pinned
@@ -792,26 +995,17 @@ impl Objects {
             });
         };
         let pull_secret = match &spec.module.source {
-            Source::Image(source) => source.pull_secret.clone(),
+            Source::Image(source) => source.pull_secret.as_deref(),
             _ => None,
         };
-        let pinned = ControllerSpec {
-            module: ModuleConfig {
-                source: Source::Image(crate::config::ImageSource {
-                    reference: image.clone(),
-                    pull_secret,
-                    poll: None,
-                }),
-                ..spec.module.clone()
-            },
-            ..spec.clone()
-        };
-        let fetched = self.fetch(&pinned, namespace, None).await?;
+        let fetched = self
+            .fetch_image(image, pull_secret, namespace, None)
+            .await?;
         Ok(fetched.bytes.unwrap_or_default())
     }
 
     /// Queues `key` again after a refusal: with backoff when it is transient, else at the next
-    /// poll of its tag.
+    /// poll of its source.
     fn retry(self: &Arc<Self>, key: &ObjectKey, spec: &ControllerSpec, refusal: &Refusal) {
         if !refusal.transient {
             self.poll(key, spec);
@@ -826,17 +1020,16 @@ impl Objects {
         self.after(key, backoff(failures));
     }
 
-    /// Queues an image by tag again after its poll interval.
+    /// Queues `key` again after its source's poll interval.
     fn poll(self: &Arc<Self>, key: &ObjectKey, spec: &ControllerSpec) {
-        if let Source::Image(image) = &spec.module.source
-            && let Some(poll) = image.poll
-        {
+        if let Some(poll) = spec.poll {
             self.after(key, poll);
         }
     }
 
-    /// Records on the object that its module was refused: an Event, a count, and conditions
-    /// that say whether an earlier module still runs.
+    /// Records on the object that its module was refused: a count, a log line, a Warning Event
+    /// (unless the last one said the same) and conditions that say whether an earlier module
+    /// still runs.
     async fn refused(
         &self,
         key: &ObjectKey,
@@ -846,13 +1039,32 @@ impl Objects {
         guests: &dyn Guests,
     ) {
         guests.refused(refusal.reason);
+        let said = (refusal.reason.to_owned(), refusal.message.clone());
+        let repeated = {
+            let mut states = self.states.lock().await;
+            let state = states.entry(key.clone()).or_default();
+            tracing::error!(namespace = %key.0, name = %key.1, reason = refusal.reason, message = %refusal.message, running = state.applied.is_some(), "WasmController refused");
+            state.warned.replace(said.clone()) == Some(said)
+        };
+        if !repeated {
+            self.event(object, true, refusal.reason, "Load", &refusal.message)
+                .await;
+        }
+        self.degraded(key, object, generation, refusal).await;
+    }
+
+    /// Writes the conditions of a refusal: Degraded, Progressing while it is transient, and
+    /// Ready while an earlier module still runs.
+    async fn degraded(
+        &self,
+        key: &ObjectKey,
+        object: &DynamicObject,
+        generation: i64,
+        refusal: &Refusal,
+    ) {
         let mut states = self.states.lock().await;
         let state = states.entry(key.clone()).or_default();
-        let running = state.applied.as_ref();
-        tracing::error!(namespace = %key.0, name = %key.1, reason = refusal.reason, message = %refusal.message, running = running.is_some(), "WasmController refused");
-        self.event(object, true, refusal.reason, "Load", &refusal.message)
-            .await;
-        let ready = match running {
+        let ready = match &state.applied {
             Some(applied) => condition(
                 "Ready",
                 true,
@@ -969,42 +1181,13 @@ impl Objects {
     ) -> Result<Fetched, Refusal> {
         match &spec.module.source {
             Source::Image(image) => {
-                let failed = |error: oci::OciError| Refusal {
-                    reason: error.reason(),
-                    transient: error.is_transient(),
-                    message: error.to_string(),
-                };
-                let reference = oci::parse_reference(&image.reference).map_err(failed)?;
-                let auth = match &image.pull_secret {
-                    Some(name) => {
-                        self.pull_credentials(namespace, name, reference.resolve_registry())
-                            .await?
-                    }
-                    None => RegistryAuth::Anonymous,
-                };
-                let artifact = self
-                    .registries
-                    .resolve(&reference, &auth)
-                    .await
-                    .map_err(failed)?;
-                let module_digest = artifact.module_digest().to_owned();
-                let image = Some((artifact.pinned(), artifact.manifest_digest.clone()));
-                let bytes = if running == Some(module_digest.as_str()) {
-                    None
-                } else {
-                    Some(
-                        self.registries
-                            .fetch(&artifact, &auth)
-                            .await
-                            .map_err(failed)?,
-                    )
-                };
-                Ok(Fetched {
-                    origin: artifact.pinned(),
-                    bytes,
-                    module_digest,
-                    image,
-                })
+                self.fetch_image(
+                    &image.reference,
+                    image.pull_secret.as_deref(),
+                    namespace,
+                    running,
+                )
+                .await
             }
             Source::ConfigMap(key_ref) => {
                 let bytes = self
@@ -1040,6 +1223,52 @@ impl Objects {
                 self.sized(path.display().to_string(), bytes).await
             }
         }
+    }
+
+    /// Fetches the artifact `reference`, with the credentials of the `pull_secret` of
+    /// `namespace`. When its module is the `running` one, the layer is not fetched.
+    async fn fetch_image(
+        &self,
+        reference: &str,
+        pull_secret: Option<&str>,
+        namespace: &str,
+        running: Option<&str>,
+    ) -> Result<Fetched, Refusal> {
+        let failed = |error: oci::OciError| Refusal {
+            reason: error.reason(),
+            transient: error.is_transient(),
+            message: error.to_string(),
+        };
+        let reference = oci::parse_reference(reference).map_err(failed)?;
+        let auth = match pull_secret {
+            Some(name) => {
+                self.pull_credentials(namespace, name, reference.resolve_registry())
+                    .await?
+            }
+            None => RegistryAuth::Anonymous,
+        };
+        let artifact = self
+            .registries
+            .resolve(&reference, &auth)
+            .await
+            .map_err(failed)?;
+        let module_digest = artifact.module_digest().to_owned();
+        let bytes = if running == Some(module_digest.as_str()) {
+            None
+        } else {
+            Some(
+                self.registries
+                    .fetch(&artifact, &auth)
+                    .await
+                    .map_err(failed)?,
+            )
+        };
+        Ok(Fetched {
+            origin: artifact.pinned(),
+            bytes,
+            module_digest,
+            image: Some((artifact.pinned(), artifact.manifest_digest.clone())),
+        })
     }
 
     /// The value of `key_ref` in the object of kind `kind` in `namespace`, which `value` reads.
@@ -1270,6 +1499,34 @@ impl Objects {
             tracing::warn!(%namespace, %name, %error, "recording an Event on a WasmController");
         }
     }
+}
+
+/// The probation left to the running revision of `history`, when another host started it
+/// (before a restart or a failover) less than the spec's rollback window ago.
+fn resumed_probation(
+    history: &History,
+    tally: Option<&Tally>,
+    spec: &ControllerSpec,
+) -> Option<Probation> {
+    let elapsed = history
+        .running_since(Timestamp::now())
+        .filter(|elapsed| spec.rollback.enabled && *elapsed < spec.rollback.window)?;
+    let started = Instant::now().checked_sub(elapsed)?;
+    Some(Probation::new(started, tally?, spec.rollback))
+}
+
+/// Whether an object changed from `old` to `new` in what its controller depends on: its spec
+/// (the generation), labels or annotations, identity or deletion; not its status alone.
+fn changed(old: Option<&DynamicObject>, new: &DynamicObject) -> bool {
+    let Some(old) = old else {
+        return true;
+    };
+    let (old, new) = (&old.metadata, &new.metadata);
+    old.uid != new.uid
+        || old.generation != new.generation
+        || old.labels != new.labels
+        || old.annotations != new.annotations
+        || old.deletion_timestamp != new.deletion_timestamp
 }
 
 /// The reconcile counters and last error of `tally`, as status writes them; the time of the last

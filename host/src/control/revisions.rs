@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -137,6 +138,20 @@ impl History {
         })
     }
 
+    /// How long ago, at `now`, the running revision started, when it replaced a module that ran
+    /// before it: a new revision whose probation another host began (before a restart or a
+    /// failover). `None` when it is the first, or its start does not parse.
+    pub fn running_since(&self, now: Timestamp) -> Option<Duration> {
+        let [running, before, ..] = self.revisions.as_slice() else {
+            return None;
+        };
+        if running.replaced.is_some() || running.module_digest == before.module_digest {
+            return None;
+        }
+        let started: Timestamp = running.started.parse().ok()?;
+        Duration::try_from(now.duration_since(started)).ok()
+    }
+
     /// Marks the running revision stopped, if one runs.
     fn stop_running(&mut self, now: &str, reason: &str, message: Option<&str>) {
         if let Some(running) = self.revisions.first_mut()
@@ -166,6 +181,11 @@ impl Probation {
             failed_before: before.failed,
             rollback,
         }
+    }
+
+    /// Follows the spec's rollback as it changes.
+    pub fn set_rollback(&mut self, rollback: Rollback) {
+        self.rollback = rollback;
     }
 
     /// Whether the probation is over at `now`: the revision is good.
@@ -276,6 +296,28 @@ mod tests {
         // The good one runs again: a revision of its own, and the bad one stays excluded.
         history.started(revision("a"), "t4", 10);
         assert_eq!(history.last_good("sha256:ma"), None);
+    }
+
+    #[test]
+    fn a_new_revision_started_elsewhere_is_still_new() {
+        let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
+        let mut history = History::default();
+        history.started(revision("a"), "2026-01-01T00:00:00Z", 10);
+        assert_eq!(
+            history.running_since(now),
+            None,
+            "the first is never on probation"
+        );
+        history.started(revision("b"), "2026-01-01T00:09:00Z", 10);
+        assert_eq!(history.running_since(now), Some(Duration::from_secs(60)));
+        // The same module again, after a pause: not new.
+        history.revisions[0].replaced = Some("2026-01-01T00:09:30Z".into());
+        history.started(revision("b"), "2026-01-01T00:09:40Z", 10);
+        assert_eq!(history.running_since(now), None);
+        history.started(revision("c"), "not a time", 10);
+        assert_eq!(history.running_since(now), None);
+        history.revisions[0].replaced = Some("2026-01-01T00:09:50Z".into());
+        assert_eq!(history.running_since(now), None, "nothing runs");
     }
 
     #[test]

@@ -57,12 +57,16 @@ impl ModuleStore {
         None
     }
 
-    /// Keeps `bytes`, whose SHA-256 is `digest`. Blocking. A failure is logged: it costs only a
-    /// later pull.
+    /// Keeps `bytes`, whose SHA-256 is `digest`, unless kept already. Blocking. A failure is
+    /// logged: it costs only a later pull.
     pub fn put(&self, digest: &str, bytes: &[u8]) {
         let (Some(dir), Some(path)) = (&self.dir, self.entry(digest)) else {
             return;
         };
+        if path.exists() {
+            // Content-addressed: kept already (and checked when read).
+            return;
+        }
         let temporary = dir.join(format!(".{digest}.{}.tmp", std::process::id()));
         let written = std::fs::create_dir_all(dir)
             .and_then(|()| std::fs::write(&temporary, bytes))
