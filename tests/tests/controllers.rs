@@ -1099,3 +1099,57 @@ async fn a_wasm_controller_created_again_under_its_name_starts_over() -> Result<
     })
     .await
 }
+
+#[tokio::test]
+async fn a_registry_that_never_answers_holds_up_no_other_wasm_controller() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    apply_yaml(
+        &client,
+        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
+        None,
+    )
+    .await?;
+    let ns = plane.namespace("wasmhang").await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    // A registry that accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let hanging = format!("{}/hang/mirror:v1", silent.local_addr()?);
+    let (connected, asked) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in silent.incoming().flatten() {
+            held.push(stream);
+            let _ = connected.send(());
+        }
+    });
+    let mirror = registry::shared().reference("hang/mirror:v1");
+    push(&guest_wasm("mirror"), &mirror)?;
+
+    with_host_args("controllers-hang", &config(ns.name()), &[], async |_host| {
+        let api = controllers(&client, ns.name());
+        let spec = json!({ "module": { "image": hanging }, "controllerName": "silent" });
+        api.create(&PostParams::default(), &wasm_controller("silent", spec)?)
+            .await?;
+        tokio::task::spawn_blocking(move || asked.recv_timeout(WAIT))
+            .await?
+            .context("the host to ask the silent registry")?;
+        let spec = json!({ "module": { "image": mirror } });
+        api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+            .await?;
+        // Well within the 60 s a request to the silent registry waits for an answer.
+        let soon = std::time::Duration::from_secs(20);
+        eventually("mirror to run while silent waits", soon, || async {
+            let object = api.get("mirror").await?;
+            Ok(condition(&object, "Ready")
+                .filter(|c| c["status"] == "True")
+                .map(|_| ()))
+        })
+        .await?;
+        let keys = names("key", 0..2);
+        sources(&config_maps, &keys).await?;
+        mirrored_by(&config_maps, &keys, "v1").await?;
+        Ok(())
+    })
+    .await
+}

@@ -3,8 +3,8 @@
 //! compiled and validated while the running one keeps running, a bad one is refused and the
 //! running one kept, and a swap loses no key.
 //!
-//! Objects are handled one at a time, each when it comes, goes or changes other than in its
-//! status, when a failed fetch is retried (a transient failure, such as a registry down, with
+//! Objects are handled side by side, each one at a time, when it comes, goes or changes other
+//! than in its status, when a failed fetch is retried (a transient failure, such as a registry down, with
 //! backoff from 1 s to 5 min) and every poll interval, when its source is read again (a tag
 //! resolved again) and a changed module rolled out. Each transition is an Event on the object
 //! (a refusal retried is recorded again only when it says something new), and its status says
@@ -352,25 +352,46 @@ impl Objects {
         }
     }
 
-    /// Handles queued objects one at a time, each key once however often it was queued.
+    /// Handles queued objects side by side, each in a task of its own, so that a slow registry
+    /// holds up only the objects that name it. One object is handled once at a time: queued
+    /// again meanwhile, it is handled once more when it is done.
     async fn work(
         self: &Arc<Self>,
         mut receiver: mpsc::UnboundedReceiver<ObjectKey>,
         guests: Weak<dyn Guests>,
     ) {
-        while let Some(first) = receiver.recv().await {
-            let mut keys = vec![first];
-            while let Ok(key) = receiver.try_recv() {
-                if !keys.contains(&key) {
-                    keys.push(key);
+        // The objects being handled, each with whether it was queued again meanwhile.
+        let mut busy: HashMap<ObjectKey, bool> = HashMap::new();
+        let (done, mut finished) = mpsc::unbounded_channel::<ObjectKey>();
+        loop {
+            let key = tokio::select! {
+                Some(key) = receiver.recv() => {
+                    if let Some(again) = busy.get_mut(&key) {
+                        *again = true;
+                        continue;
+                    }
+                    key
                 }
-            }
-            for key in keys {
-                let Some(guests) = guests.upgrade() else {
-                    return;
-                };
-                self.reconcile(&key, guests.as_ref()).await;
-            }
+                Some(key) = finished.recv() => {
+                    if busy.remove(&key) != Some(true) {
+                        continue;
+                    }
+                    key
+                }
+                else => return,
+            };
+            let Some(guests) = guests.upgrade() else {
+                return;
+            };
+            busy.insert(key.clone(), false);
+            let (objects, done, closing) = (self.clone(), done.clone(), self.closing.clone());
+            self.tasks.spawn(async move {
+                tokio::select! {
+                    () = objects.reconcile(&key, guests.as_ref()) => {}
+                    () = closing.cancelled() => return,
+                }
+                let _ = done.send(key);
+            });
         }
     }
 
