@@ -563,6 +563,16 @@ async fn wasm_controllers_with_bad_sources_are_refused_and_good_ones_run() -> Re
     let mirror = guest_wasm("mirror");
     let registry = registry::shared();
     push(&mirror, &registry.reference("bad/mirror:v1"))?;
+    // An artifact that is not a component: an image config.
+    push_raw(
+        &registry.reference("bad/image:v1"),
+        ("application/vnd.oci.image.config.v1+json", b"{}".to_vec()),
+        (
+            "application/vnd.oci.image.layer.v1.tar",
+            b"not a tar".to_vec(),
+        ),
+    )
+    .await?;
     // A registry that needs credentials, and a Secret that holds them.
     let (user, password) = ("puller", "pa55word");
     let private = Registry::start_with_auth(user, password);
@@ -603,7 +613,10 @@ async fn wasm_controllers_with_bad_sources_are_refused_and_good_ones_run() -> Re
         "{}  registries:\n    maxModuleSize: 150Ki\n",
         config(ns.name())
     );
-    with_host_args("controllers-bad", &small, &[], async |_host| {
+    let [port] = free_ports()?;
+    let metrics = format!("127.0.0.1:{port}");
+    let args = ["--metrics-bind-address", metrics.as_str()];
+    with_host_args("controllers-bad", &small, &args, async |_host| {
         let api = controllers(&client, ns.name());
         let zeros = "0".repeat(64);
         let cases = [
@@ -627,6 +640,21 @@ async fn wasm_controllers_with_bad_sources_are_refused_and_good_ones_run() -> Re
                 json!({ "image": private_reference, "imagePullSecret": "absent" }),
                 "PullSecretInvalid",
             ),
+            (
+                "badref",
+                json!({ "image": "Not A/Reference::x" }),
+                "InvalidReference",
+            ),
+            (
+                "unknown",
+                json!({ "image": "registry.invalid/team/mirror:v1" }),
+                "RegistryUnreachable",
+            ),
+            (
+                "mediatype",
+                json!({ "image": registry.reference("bad/image:v1") }),
+                "WrongMediaType",
+            ),
         ];
         for (name, module, _) in &cases {
             let spec = json!({ "module": module, "controllerName": name });
@@ -642,6 +670,10 @@ async fn wasm_controllers_with_bad_sources_are_refused_and_good_ones_run() -> Re
                     .await?
                     .contains(&(*reason).to_owned())
             );
+            let (_, text) = http_get(&metrics, "/metrics").await?;
+            let sample =
+                format!("kubewasm_controller_object_refusals_total{{reason=\"{reason}\"}} ");
+            ensure!(text.contains(&sample), "{sample} in:\n{text}");
         }
         Ok(())
     })
@@ -649,7 +681,16 @@ async fn wasm_controllers_with_bad_sources_are_refused_and_good_ones_run() -> Re
 
     with_host_args("controllers-good", &config(ns.name()), &[], async |host| {
         let api = controllers(&client, ns.name());
-        for name in ["missing", "anonymous", "large", "nosecret"] {
+        let bad = [
+            "missing",
+            "anonymous",
+            "large",
+            "nosecret",
+            "badref",
+            "unknown",
+            "mediatype",
+        ];
+        for name in bad {
             api.delete(name, &DeleteParams::default()).await?;
         }
         let spec = json!({
@@ -941,7 +982,7 @@ async fn a_paused_controller_stops_until_resumed_and_wrong_worlds_are_refused() 
     .await?;
     let ns = plane.namespace("wasmpause").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
-    let registry = Registry::start();
+    let mut registry = Registry::start();
     let mirror = registry.reference("mirror:v1");
     push(&guest_wasm("mirror"), &mirror)?;
     // An artifact whose config names another version of the contract, and one whose config
@@ -1028,14 +1069,27 @@ async fn a_paused_controller_stops_until_resumed_and_wrong_worlds_are_refused() 
                 let mirror = config_maps.get_opt(&format!("{name}-mirror")).await?;
                 ensure!(mirror.is_none(), "{name} was mirrored while paused");
             }
+            // Resumed while its registry is down: the module that ran resumes from the store.
+            registry.stop();
             api.patch(
                 "mirror",
                 &PatchParams::default(),
                 &Patch::Merge(&pause(false)),
             )
             .await?;
-            until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+            let resumed = until_condition(&api, "mirror", "Degraded", |c| {
+                c["status"] == "True" && c["reason"] == "RegistryUnreachable"
+            })
+            .await?;
+            assert_eq!(condition(&resumed, "Ready").unwrap()["status"], "True");
             mirrored_by(&config_maps, &during, "v1").await?;
+            let reasons = event_reasons(&client, ns.name(), "mirror").await?;
+            ensure!(
+                !reasons.contains(&"RolledBack".to_owned()),
+                "resuming is no rollback: {reasons:?}"
+            );
+            registry.restart();
+            until_condition(&api, "mirror", "Degraded", is("False", "Running")).await?;
             Ok(())
         },
     )

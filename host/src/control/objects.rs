@@ -47,7 +47,7 @@ use crate::cluster::leader;
 use crate::config::controller::{self, ControllerSpec, ControllersConfig};
 use crate::config::{KeyRef, ModuleConfig, QueueConfig, Source};
 use crate::control::apply::event_name;
-use crate::control::revisions::{History, Probation, Revision};
+use crate::control::revisions::{self, History, Probation, Revision};
 use crate::control::tally::Tally;
 use crate::wasm::declaration::Mapping;
 use crate::wasm::module::Module;
@@ -172,6 +172,9 @@ struct State {
     /// The module last refused for good (`sha256:...`) and the generation of the spec: the
     /// same module is not fetched, loaded and reported again until the spec changes.
     refused: Option<(String, i64)>,
+    /// The failing module (`sha256:...`) and spec generation whose rollback failed for good: it
+    /// runs on, and the rollback is not tried again until either changes.
+    rollback_failed: Option<(String, i64)>,
     /// The reason and message of the last Warning Event of a refusal, until the module runs:
     /// a refusal retried is not recorded again while it says the same.
     warned: Option<(String, String)>,
@@ -384,13 +387,14 @@ impl Objects {
                 return;
             };
             busy.insert(key.clone(), false);
-            let (objects, done, closing) = (self.clone(), done.clone(), self.closing.clone());
+            let (objects, closing) = (self.clone(), self.closing.clone());
+            let done = Done(done.clone(), Some(key.clone()));
             self.tasks.spawn(async move {
                 tokio::select! {
                     () = objects.reconcile(&key, guests.as_ref()) => {}
-                    () = closing.cancelled() => return,
+                    () = closing.cancelled() => {}
                 }
-                let _ = done.send(key);
+                drop(done);
             });
         }
     }
@@ -429,6 +433,8 @@ impl Objects {
         let Some(object) = object else {
             let stopped = guests.stop(key).await;
             self.states.lock().await.remove(key);
+            self.failures.lock().expect("failures lock").remove(key);
+            self.timers.lock().expect("timers lock").remove(key);
             if stopped {
                 tracing::info!(namespace = %key.0, name = %key.1, "WasmController deleted; its guest is unloaded");
                 self.requeue_idle().await;
@@ -496,6 +502,7 @@ impl Objects {
             .get(key)
             .is_some_and(|s| s.refused == memo);
         if refused_before {
+            self.failures.lock().expect("failures lock").remove(key);
             self.poll(key, &spec);
             return;
         }
@@ -511,8 +518,32 @@ impl Objects {
                     && r.observed_generation == generation
             });
         if let Some(rolled_back) = rolled_back {
+            self.failures.lock().expect("failures lock").remove(key);
             // Never run again for this spec: the last good revision runs instead.
-            if running.is_none() {
+            let (running_now, failed_for_good) = {
+                let states = self.states.lock().await;
+                let state = states.get(key);
+                (
+                    state
+                        .and_then(|s| s.applied.as_ref())
+                        .map(|a| format!("sha256:{}", a.module.digest)),
+                    state.is_some_and(|s| s.rollback_failed == memo),
+                )
+            };
+            if running_now.as_ref() == Some(&module_digest) {
+                // Found failing while this reconcile fetched it.
+                if failed_for_good {
+                    self.poll(key, &spec);
+                    return;
+                }
+                let bad = (module_digest.as_str(), fetched.origin.as_str());
+                if !self
+                    .roll_back(key, &object, &spec, generation, bad, guests)
+                    .await
+                {
+                    return;
+                }
+            } else if running_now.is_none() {
                 match self
                     .restore(key, &spec, generation, Some(&module_digest), guests)
                     .await
@@ -586,6 +617,7 @@ impl Objects {
         }
         self.failures.lock().expect("failures lock").remove(key);
         let mut states = self.states.lock().await;
+        let mut running = None;
         if let Some(state) = states.get_mut(key)
             && let Some(applied) = &mut state.applied
         {
@@ -596,7 +628,7 @@ impl Objects {
             let applied = &*applied;
             let message = format!("controller {} runs {}", applied.name, applied.module.origin);
             state.warned = None;
-            self.status(
+            running = status(
                 &object,
                 generation,
                 state,
@@ -605,10 +637,10 @@ impl Objects {
                     condition("Progressing", false, "Running", &message, generation),
                     condition("Degraded", false, "Running", &message, generation),
                 ],
-            )
-            .await;
+            );
         }
         drop(states);
+        self.write_status(running).await;
         self.poll(key, &spec);
     }
 
@@ -650,6 +682,12 @@ impl Objects {
         if let Some(applied) = &mut state.applied
             && applied.config == spec.module
         {
+            // A revision rolled back for the settings that run stays bad for them.
+            if let Some(rolled_back) = &mut state.history.rolled_back
+                && rolled_back.observed_generation == applied.generation
+            {
+                rolled_back.observed_generation = generation;
+            }
             applied.generation = generation;
         }
         if spec.rollback.enabled {
@@ -691,18 +729,18 @@ impl Objects {
         guests: &dyn Guests,
     ) -> bool {
         let memo = Some((bad.to_owned(), generation));
-        let (refused_before, why) = {
+        let (failed_before, why) = {
             let states = self.states.lock().await;
             let state = states.get(key);
             (
-                state.is_some_and(|s| s.refused == memo),
+                state.is_some_and(|s| s.rollback_failed == memo),
                 state
                     .and_then(|s| s.history.rolled_back.as_ref())
                     .map(|r| r.message.clone())
                     .unwrap_or_default(),
             )
         };
-        if refused_before {
+        if failed_before {
             return true;
         }
         match self.restore(key, spec, generation, Some(bad), guests).await {
@@ -725,8 +763,10 @@ impl Objects {
                 };
                 self.refused(key, object, generation, &refusal, guests)
                     .await;
-                if !refusal.transient {
-                    self.remember_refused(key, memo).await;
+                if !refusal.transient
+                    && let Some(state) = self.states.lock().await.get_mut(key)
+                {
+                    state.rollback_failed = memo;
                 }
                 self.retry(key, spec, &refusal);
                 false
@@ -835,16 +875,17 @@ impl Objects {
             .is_some_and(|r| r.replaced.is_none())
         {
             state.history.revisions[0].replaced = Some(now);
-            state.history.revisions[0].reason = Some("Paused".to_owned());
+            state.history.revisions[0].reason = Some(revisions::PAUSED.to_owned());
         }
         let paused = |kind| condition(kind, false, "Paused", "spec.paused is true", generation);
-        self.status(
+        let patch = status(
             object,
             generation,
             state,
             &[paused("Ready"), paused("Progressing"), paused("Degraded")],
-        )
-        .await;
+        );
+        drop(states);
+        self.write_status(patch).await;
         stopped
     }
 
@@ -961,7 +1002,9 @@ impl Objects {
             return Ok(None);
         }
         let tally = guests.tally(key);
-        let resumed = good.replaced.is_none();
+        // The revision that ran last, before a restart or a pause: not a rollback.
+        let last = good.replaced.is_none();
+        let resumed = last || good.reason.as_deref() == Some(revisions::PAUSED);
         let applied = Applied {
             config: spec.module.clone(),
             module,
@@ -971,7 +1014,7 @@ impl Objects {
         };
         let mut states = self.states.lock().await;
         let state = states.entry(key.clone()).or_default();
-        if resumed {
+        if last {
             state.probation = resumed_probation(&state.history, tally.as_ref(), spec);
         } else {
             state
@@ -1115,7 +1158,9 @@ impl Objects {
                 generation,
             ),
         ];
-        self.status(object, generation, state, &conditions).await;
+        let patch = status(object, generation, state, &conditions);
+        drop(states);
+        self.write_status(patch).await;
     }
 
     /// Every second: rolls back each new revision whose reconciles fail too often, and writes
@@ -1388,83 +1433,21 @@ impl Objects {
         oci::credentials(&config.0, registry).map_err(|e| refused(format!("Secret {name}: {e}")))
     }
 
-    /// Writes the status: the conditions (a condition keeps its transition time while its
-    /// status is unchanged) and, when a module runs, what it is.
-    async fn status(
-        &self,
-        object: &DynamicObject,
-        generation: i64,
-        state: &State,
-        conditions: &[Value],
-    ) {
-        let (Some(namespace), Some(name)) = (&object.metadata.namespace, &object.metadata.name)
+    /// Writes a status that [`status()`] made, with no lock held: a slow API server delays only
+    /// this object.
+    async fn write_status(&self, status: Option<StatusPatch>) {
+        let Some(StatusPatch {
+            namespace,
+            name,
+            patch,
+        }) = status
         else {
             return;
         };
-        let previous = object
-            .data
-            .pointer("/status/conditions")
-            .and_then(Value::as_array);
-        let conditions: Vec<Value> = conditions
-            .iter()
-            .map(|c| {
-                let mut c = c.clone();
-                if let Some(old) = previous.and_then(|p| p.iter().find(|o| o["type"] == c["type"]))
-                    && old["status"] == c["status"]
-                    && let Some(time) = old.get("lastTransitionTime")
-                {
-                    c["lastTransitionTime"] = time.clone();
-                }
-                c
-            })
-            .collect();
-        let mut status = json!({
-            "observedGeneration": generation,
-            "conditions": conditions,
-            "replica": leader::replica_name(),
-            "revisions": state.history.revisions,
-        });
-        if let Some(rolled_back) = &state.history.rolled_back {
-            status["rolledBack"] = json!(rolled_back);
-        }
-        if let Some(applied) = &state.applied {
-            let metadata = &applied.module.metadata;
-            let kind = |k: &GroupVersionKind| format!("{} {}", k.api_version(), k.kind);
-            status["controllerName"] = json!(applied.name);
-            status["moduleDigest"] = json!(format!("sha256:{}", applied.module.digest));
-            status["digest"] = match &applied.image {
-                Some((_, digest)) => json!(digest),
-                None => json!(format!("sha256:{}", applied.module.digest)),
-            };
-            if let Some((pinned, _)) = &applied.image {
-                status["image"] = json!(pinned);
-            }
-            status["contract"] = json!(applied.module.pre.interface());
-            status["declaration"] = json!({
-                "primary": kind(&metadata.primary.kind),
-                "owns": metadata.owns.iter().map(kind).collect::<Vec<_>>(),
-                "watches": metadata.watches.iter().map(|w| {
-                    let by = match &w.mapping {
-                        Mapping::Owner => "owner".to_owned(),
-                        Mapping::Label(label) => format!("label {label}"),
-                        Mapping::Guest => "map-keys".to_owned(),
-                    };
-                    format!("{} by {by}", kind(&w.selection.kind))
-                }).collect::<Vec<_>>(),
-            });
-            if let Some(finalizer) = &metadata.finalizer {
-                status["declaration"]["finalizer"] = json!(finalizer);
-            }
-        }
-        let patch = json!({
-            "apiVersion": format!("{}/{}", controller::GROUP, controller::VERSION),
-            "kind": controller::KIND,
-            "status": status,
-        });
         let params = PatchParams::apply(FIELD_MANAGER).force();
         if let Err(error) = self
-            .api(namespace)
-            .patch_status(name, &params, &Patch::Apply(&patch))
+            .api(&namespace)
+            .patch_status(&name, &params, &Patch::Apply(&patch))
             .await
         {
             tracing::warn!(%namespace, %name, %error, "writing a WasmController's status");
@@ -1520,6 +1503,103 @@ impl Objects {
             tracing::warn!(%namespace, %name, %error, "recording an Event on a WasmController");
         }
     }
+}
+
+/// Reports an object's handling done when dropped, also by a panic, so that the object is
+/// handled again when it was queued meanwhile.
+struct Done(mpsc::UnboundedSender<ObjectKey>, Option<ObjectKey>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        if let Some(key) = self.1.take() {
+            let _ = self.0.send(key);
+        }
+    }
+}
+
+/// A status patch of one object.
+struct StatusPatch {
+    namespace: String,
+    name: String,
+    patch: Value,
+}
+
+/// The status of `object` for `state`: the conditions (a condition keeps its transition time
+/// while its status is unchanged) and, when a module runs, what it is.
+fn status(
+    object: &DynamicObject,
+    generation: i64,
+    state: &State,
+    conditions: &[Value],
+) -> Option<StatusPatch> {
+    let (Some(namespace), Some(name)) = (&object.metadata.namespace, &object.metadata.name) else {
+        return None;
+    };
+    let previous = object
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array);
+    let conditions: Vec<Value> = conditions
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            if let Some(old) = previous.and_then(|p| p.iter().find(|o| o["type"] == c["type"]))
+                && old["status"] == c["status"]
+                && let Some(time) = old.get("lastTransitionTime")
+            {
+                c["lastTransitionTime"] = time.clone();
+            }
+            c
+        })
+        .collect();
+    let mut status = json!({
+        "observedGeneration": generation,
+        "conditions": conditions,
+        "replica": leader::replica_name(),
+        "revisions": state.history.revisions,
+    });
+    if let Some(rolled_back) = &state.history.rolled_back {
+        status["rolledBack"] = json!(rolled_back);
+    }
+    if let Some(applied) = &state.applied {
+        let metadata = &applied.module.metadata;
+        let kind = |k: &GroupVersionKind| format!("{} {}", k.api_version(), k.kind);
+        status["controllerName"] = json!(applied.name);
+        status["moduleDigest"] = json!(format!("sha256:{}", applied.module.digest));
+        status["digest"] = match &applied.image {
+            Some((_, digest)) => json!(digest),
+            None => json!(format!("sha256:{}", applied.module.digest)),
+        };
+        if let Some((pinned, _)) = &applied.image {
+            status["image"] = json!(pinned);
+        }
+        status["contract"] = json!(applied.module.pre.interface());
+        status["declaration"] = json!({
+            "primary": kind(&metadata.primary.kind),
+            "owns": metadata.owns.iter().map(kind).collect::<Vec<_>>(),
+            "watches": metadata.watches.iter().map(|w| {
+                let by = match &w.mapping {
+                    Mapping::Owner => "owner".to_owned(),
+                    Mapping::Label(label) => format!("label {label}"),
+                    Mapping::Guest => "map-keys".to_owned(),
+                };
+                format!("{} by {by}", kind(&w.selection.kind))
+            }).collect::<Vec<_>>(),
+        });
+        if let Some(finalizer) = &metadata.finalizer {
+            status["declaration"]["finalizer"] = json!(finalizer);
+        }
+    }
+    let patch = json!({
+        "apiVersion": format!("{}/{}", controller::GROUP, controller::VERSION),
+        "kind": controller::KIND,
+        "status": status,
+    });
+    Some(StatusPatch {
+        namespace: namespace.clone(),
+        name: name.clone(),
+        patch,
+    })
 }
 
 /// The probation left to the running revision of `history`, when another host started it

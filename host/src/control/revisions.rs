@@ -19,6 +19,8 @@ use crate::control::tally::Tally;
 pub const SUPERSEDED: &str = "Superseded";
 /// Why a revision stopped running: it failed, and the last good one runs again.
 pub const ROLLED_BACK: &str = "RolledBack";
+/// Why a revision stopped running: the controller was paused.
+pub const PAUSED: &str = "Paused";
 
 /// One module that ran for a controller object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,7 +38,7 @@ pub struct Revision {
     /// When it stopped running; `None` while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaced: Option<String>,
-    /// Why it stopped: [`SUPERSEDED`] or [`ROLLED_BACK`].
+    /// Why it stopped: [`SUPERSEDED`], [`ROLLED_BACK`] or [`PAUSED`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// What made it stop, for a rollback.
@@ -145,7 +147,11 @@ impl History {
         let [running, before, ..] = self.revisions.as_slice() else {
             return None;
         };
-        if running.replaced.is_some() || running.module_digest == before.module_digest {
+        // Replacing one rolled back, it is the good one that ran before: not new.
+        if running.replaced.is_some()
+            || running.module_digest == before.module_digest
+            || before.reason.as_deref() == Some(ROLLED_BACK)
+        {
             return None;
         }
         let started: Timestamp = running.started.parse().ok()?;
@@ -313,6 +319,11 @@ mod tests {
         // The same module again, after a pause: not new.
         history.revisions[0].replaced = Some("2026-01-01T00:09:30Z".into());
         history.started(revision("b"), "2026-01-01T00:09:40Z", 10);
+        assert_eq!(history.running_since(now), None);
+        // The good one, run again in place of one rolled back: not new.
+        let bad = history.revisions[0].clone();
+        history.rolled_back(&bad, 1, "failed", "2026-01-01T00:09:45Z");
+        history.started(revision("a"), "2026-01-01T00:09:46Z", 10);
         assert_eq!(history.running_since(now), None);
         history.started(revision("c"), "not a time", 10);
         assert_eq!(history.running_since(now), None);
