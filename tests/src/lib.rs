@@ -930,6 +930,16 @@ impl Drop for Recorder {
     }
 }
 
+/// The WasmControllers of `namespace`.
+pub fn wasm_controllers(client: &Client, namespace: &str) -> Api<kube::api::DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "WasmController");
+    Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &kube::api::ApiResource::from_gvk_with_plural(&gvk, "wasmcontrollers"),
+    )
+}
+
 /// Applies every object of a YAML file (one or more documents) with server-side apply.
 pub async fn apply_yaml(client: &Client, path: &Path, namespace: Option<&str>) -> Result<()> {
     let text =

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::{built_by, free_ports, http_get};
+use crate::{built_by, free_ports, host_binary, http_get};
 
 /// How a registry's folder in the temporary folder is named: this, the test process's id, `-`
 /// and a random part.
@@ -28,6 +28,23 @@ pub fn registry_binary() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| built_by("deploy/local/registry/build", &[]))
         .clone()
+}
+
+/// Pushes `module` as `reference` with `kubewasm push`, anonymously; returns the pinned
+/// reference.
+pub fn push(module: &Path, reference: &str) -> anyhow::Result<String> {
+    let output = Command::new(host_binary())
+        .arg("push")
+        .arg(module)
+        .arg(reference)
+        .env("DOCKER_CONFIG", "/nonexistent")
+        .output()?;
+    anyhow::ensure!(
+        output.status.success(),
+        "push: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8(output.stdout)?.trim().to_owned())
 }
 
 /// The value of an `Authorization` header carrying `user` and `password` as basic credentials.

@@ -8,15 +8,14 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kubewasm_tests::podset::{self, install};
-use kubewasm_tests::registry::{self, Registry, push_raw, sha256_hex};
+use kubewasm_tests::registry::{self, Registry, push, push_raw, sha256_hex};
 use kubewasm_tests::{
-    HostProcess, Language, WAIT, apply_yaml, apply_yaml_text, control_plane, eventually,
-    example_wasm, free_ports, guest_wasm, guest_wasm_with, host_binary, http_get, repo_root,
-    service_account_token, token_kubeconfig, with_host_args, with_started_host,
+    HostProcess, Language, TestNamespace, WAIT, apply_yaml, apply_yaml_text, control_plane,
+    eventually, example_wasm, free_ports, guest_wasm, guest_wasm_with, host_binary, http_get,
+    repo_root, service_account_token, token_kubeconfig, wasm_controllers, with_host_args,
+    with_started_host,
 };
 use serde_json::{Value, json};
 
@@ -24,6 +23,20 @@ use serde_json::{Value, json};
 /// hosts of tests side by side leave each other's alone), every one confined to its namespace.
 fn config(namespace: &str) -> String {
     format!("controllers:\n  watch: true\n  namespaces: [{namespace}]\n")
+}
+
+/// A client of the control plane, where the WasmController CRD is applied, and a namespace of
+/// the test's own, named after `prefix`.
+async fn cluster(prefix: &str) -> Result<(Client, TestNamespace)> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    apply_yaml(
+        &client,
+        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
+        None,
+    )
+    .await?;
+    Ok((client, plane.namespace(prefix).await?))
 }
 
 /// The informers the host at `metrics` runs, as `kind namespace` (namespace empty: every one).
@@ -46,29 +59,6 @@ async fn informers(metrics: &str) -> Result<Vec<String>> {
         .collect())
 }
 
-fn controllers(client: &Client, namespace: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "WasmController");
-    Api::namespaced_with(
-        client.clone(),
-        namespace,
-        &ApiResource::from_gvk_with_plural(&gvk, "wasmcontrollers"),
-    )
-}
-
-/// Pushes `module` as `reference` with `kubewasm push`; returns the pinned reference.
-fn push(module: &std::path::Path, reference: &str) -> Result<String> {
-    let output = std::process::Command::new(host_binary())
-        .args(["push", module.to_str().context("a UTF-8 path")?, reference])
-        .env("DOCKER_CONFIG", "/nonexistent")
-        .output()?;
-    ensure!(
-        output.status.success(),
-        "push: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(String::from_utf8(output.stdout)?.trim().to_owned())
-}
-
 /// The condition `kind` of a WasmController's status, once its observed generation is current.
 fn condition(object: &DynamicObject, kind: &str) -> Option<Value> {
     let status = object.data.get("status")?;
@@ -84,15 +74,7 @@ fn condition(object: &DynamicObject, kind: &str) -> Option<Value> {
 #[tokio::test]
 async fn a_confined_wasm_controller_from_a_registry_runs_in_its_namespace_until_deleted()
 -> Result<()> {
-    let plane = control_plane();
-    let client = plane.client().await?;
-    apply_yaml(
-        &client,
-        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
-        None,
-    )
-    .await?;
-    let ns = plane.namespace("wasmctl").await?;
+    let (client, ns) = cluster("wasmctl").await?;
     let (podsets, pods, _recorder) = install(&client, ns.name()).await?;
     let module = example_wasm("podset", Language::Rust);
     let pinned = push(
@@ -105,7 +87,7 @@ async fn a_confined_wasm_controller_from_a_registry_runs_in_its_namespace_until_
     let metrics = format!("127.0.0.1:{port}");
     let args = ["--metrics-bind-address", metrics.as_str()];
     with_host_args("controllers-registry", &config(ns.name()), &args, async |host| {
-        let api = controllers(&client, ns.name());
+        let api = wasm_controllers(&client, ns.name());
         let object: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "kubewasm.dev/v1alpha1", "kind": "WasmController",
             "metadata": { "name": "podset" },
@@ -198,15 +180,7 @@ subjects: [{{kind: ServiceAccount, name: host, namespace: {namespace}}}]
 #[tokio::test]
 async fn a_controller_needing_more_than_the_hosts_rbac_is_refused_until_the_host_may() -> Result<()>
 {
-    let plane = control_plane();
-    let client = plane.client().await?;
-    apply_yaml(
-        &client,
-        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
-        None,
-    )
-    .await?;
-    let ns = plane.namespace("wasmrbac").await?;
+    let (client, ns) = cluster("wasmrbac").await?;
     let (podsets, pods, _recorder) = install(&client, ns.name()).await?;
     let reference = registry::shared().reference("controllers/podset:rbac");
     push(&example_wasm("podset", Language::Rust), &reference)?;
@@ -218,7 +192,7 @@ async fn a_controller_needing_more_than_the_hosts_rbac_is_refused_until_the_host
 
     let host = HostProcess::start_via("controllers-rbac", &config(ns.name()), &kubeconfig, &[])?;
     with_started_host(host, async |host| {
-        let api = controllers(&client, ns.name());
+        let api = wasm_controllers(&client, ns.name());
         let object: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "kubewasm.dev/v1alpha1", "kind": "WasmController",
             "metadata": { "name": "podset" },
@@ -365,15 +339,7 @@ fn digest_of(pinned: &str) -> Result<String> {
 #[tokio::test]
 async fn a_tag_rolls_out_new_digests_refuses_a_broken_one_and_rolls_back_a_failing_one()
 -> Result<()> {
-    let plane = control_plane();
-    let client = plane.client().await?;
-    apply_yaml(
-        &client,
-        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
-        None,
-    )
-    .await?;
-    let ns = plane.namespace("wasmrev").await?;
+    let (client, ns) = cluster("wasmrev").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     let registry = Registry::start();
     let tag = registry.reference("mirror:live");
@@ -384,7 +350,7 @@ async fn a_tag_rolls_out_new_digests_refuses_a_broken_one_and_rolls_back_a_faili
         &config(ns.name()),
         &[],
         async |_host| {
-            let api = controllers(&client, ns.name());
+            let api = wasm_controllers(&client, ns.name());
             let spec = json!({
                 "module": { "image": tag, "pollInterval": "1s" },
                 "rollback": { "failures": 3, "window": "5m" },
@@ -490,20 +456,12 @@ async fn a_tag_rolls_out_new_digests_refuses_a_broken_one_and_rolls_back_a_faili
 #[tokio::test]
 async fn a_registry_down_leaves_the_running_revision_and_a_restarted_host_runs_the_last_good()
 -> Result<()> {
-    let plane = control_plane();
-    let client = plane.client().await?;
-    apply_yaml(
-        &client,
-        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
-        None,
-    )
-    .await?;
-    let ns = plane.namespace("wasmdown").await?;
+    let (client, ns) = cluster("wasmdown").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     let mut registry = Registry::start();
     let tag = registry.reference("mirror:live");
     let v1 = digest_of(&push(&guest_wasm("mirror"), &tag)?)?;
-    let api = controllers(&client, ns.name());
+    let api = wasm_controllers(&client, ns.name());
 
     with_host_args("controllers-down", &config(ns.name()), &[], async |_host| {
         let spec = json!({ "module": { "image": tag, "pollInterval": "1s" } });
@@ -549,15 +507,7 @@ async fn a_registry_down_leaves_the_running_revision_and_a_restarted_host_runs_t
 
 #[tokio::test]
 async fn wasm_controllers_with_bad_sources_are_refused_and_good_ones_run() -> Result<()> {
-    let plane = control_plane();
-    let client = plane.client().await?;
-    apply_yaml(
-        &client,
-        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
-        None,
-    )
-    .await?;
-    let ns = plane.namespace("wasmbad").await?;
+    let (client, ns) = cluster("wasmbad").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
     let mirror = guest_wasm("mirror");
@@ -617,7 +567,7 @@ async fn wasm_controllers_with_bad_sources_are_refused_and_good_ones_run() -> Re
     let metrics = format!("127.0.0.1:{port}");
     let args = ["--metrics-bind-address", metrics.as_str()];
     with_host_args("controllers-bad", &small, &args, async |_host| {
-        let api = controllers(&client, ns.name());
+        let api = wasm_controllers(&client, ns.name());
         let zeros = "0".repeat(64);
         let cases = [
             (
@@ -680,7 +630,7 @@ async fn wasm_controllers_with_bad_sources_are_refused_and_good_ones_run() -> Re
     .await?;
 
     with_host_args("controllers-good", &config(ns.name()), &[], async |host| {
-        let api = controllers(&client, ns.name());
+        let api = wasm_controllers(&client, ns.name());
         let bad = [
             "missing",
             "anonymous",
@@ -724,15 +674,7 @@ async fn wasm_controllers_with_bad_sources_are_refused_and_good_ones_run() -> Re
 
 #[tokio::test]
 async fn the_javascript_podset_runs_from_a_registry() -> Result<()> {
-    let plane = control_plane();
-    let client = plane.client().await?;
-    apply_yaml(
-        &client,
-        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
-        None,
-    )
-    .await?;
-    let ns = plane.namespace("wasmjs").await?;
+    let (client, ns) = cluster("wasmjs").await?;
     let (podsets, pods, _recorder) = install(&client, ns.name()).await?;
     let module = example_wasm("podset", Language::JavaScript);
     let size = std::fs::metadata(&module)?.len();
@@ -740,7 +682,7 @@ async fn the_javascript_podset_runs_from_a_registry() -> Result<()> {
     let reference = registry::shared().reference("controllers/podset-js:v1");
     let pinned = push(&module, &reference)?;
     with_host_args("controllers-js", &config(ns.name()), &[], async |_host| {
-        let api = controllers(&client, ns.name());
+        let api = wasm_controllers(&client, ns.name());
         let spec = json!({ "module": { "image": reference } });
         api.create(&PostParams::default(), &wasm_controller("podset", spec)?)
             .await?;
@@ -771,15 +713,7 @@ async fn events_with(client: &Client, namespace: &str, name: &str, reason: &str)
 
 #[tokio::test]
 async fn a_running_controller_is_not_fetched_again_for_its_own_status_writes() -> Result<()> {
-    let plane = control_plane();
-    let client = plane.client().await?;
-    apply_yaml(
-        &client,
-        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
-        None,
-    )
-    .await?;
-    let ns = plane.namespace("wasmquiet").await?;
+    let (client, ns) = cluster("wasmquiet").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     let registry = Registry::start();
     // By digest: never resolved again on a timer.
@@ -793,7 +727,7 @@ async fn a_running_controller_is_not_fetched_again_for_its_own_status_writes() -
         &config(ns.name()),
         &[],
         async |_host| {
-            let api = controllers(&client, ns.name());
+            let api = wasm_controllers(&client, ns.name());
             let spec = json!({ "module": { "image": pinned } });
             api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
                 .await?;
@@ -825,15 +759,7 @@ async fn a_running_controller_is_not_fetched_again_for_its_own_status_writes() -
 
 #[tokio::test]
 async fn a_config_map_source_is_loaded_once_it_exists_and_swapped_when_it_changes() -> Result<()> {
-    let plane = control_plane();
-    let client = plane.client().await?;
-    apply_yaml(
-        &client,
-        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
-        None,
-    )
-    .await?;
-    let ns = plane.namespace("wasmcm").await?;
+    let (client, ns) = cluster("wasmcm").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     let module = |path: std::path::PathBuf| -> Result<ConfigMap> {
         Ok(serde_json::from_value(json!({
@@ -843,7 +769,7 @@ async fn a_config_map_source_is_loaded_once_it_exists_and_swapped_when_it_change
     };
 
     with_host_args("controllers-configmap", &config(ns.name()), &[], async |_host| {
-        let api = controllers(&client, ns.name());
+        let api = wasm_controllers(&client, ns.name());
         let spec = json!({
             "module": { "configMap": { "name": "module", "key": "mirror.wasm" }, "pollInterval": "1s" },
         });
@@ -874,20 +800,12 @@ async fn a_config_map_source_is_loaded_once_it_exists_and_swapped_when_it_change
 #[tokio::test]
 async fn a_new_revision_is_rolled_back_once_across_a_restart_a_spec_change_and_a_registry_outage()
 -> Result<()> {
-    let plane = control_plane();
-    let client = plane.client().await?;
-    apply_yaml(
-        &client,
-        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
-        None,
-    )
-    .await?;
-    let ns = plane.namespace("wasmprobe").await?;
+    let (client, ns) = cluster("wasmprobe").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     let mut registry = Registry::start();
     let tag = registry.reference("mirror:live");
     let v1 = digest_of(&push(&guest_wasm("mirror"), &tag)?)?;
-    let api = controllers(&client, ns.name());
+    let api = wasm_controllers(&client, ns.name());
 
     with_host_args(
         "controllers-probe",
@@ -972,15 +890,7 @@ async fn a_new_revision_is_rolled_back_once_across_a_restart_a_spec_change_and_a
 
 #[tokio::test]
 async fn a_paused_controller_stops_until_resumed_and_wrong_worlds_are_refused() -> Result<()> {
-    let plane = control_plane();
-    let client = plane.client().await?;
-    apply_yaml(
-        &client,
-        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
-        None,
-    )
-    .await?;
-    let ns = plane.namespace("wasmpause").await?;
+    let (client, ns) = cluster("wasmpause").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     let mut registry = Registry::start();
     let mirror = registry.reference("mirror:v1");
@@ -1019,7 +929,7 @@ async fn a_paused_controller_stops_until_resumed_and_wrong_worlds_are_refused() 
         &config(ns.name()),
         &[],
         async |_host| {
-            let api = controllers(&client, ns.name());
+            let api = wasm_controllers(&client, ns.name());
             for (name, image) in [("future", &future), ("impostor", &impostor)] {
                 let spec = json!({ "module": { "image": image }, "controllerName": name });
                 api.create(&PostParams::default(), &wasm_controller(name, spec)?)
@@ -1098,15 +1008,7 @@ async fn a_paused_controller_stops_until_resumed_and_wrong_worlds_are_refused() 
 
 #[tokio::test]
 async fn a_wasm_controller_created_again_under_its_name_starts_over() -> Result<()> {
-    let plane = control_plane();
-    let client = plane.client().await?;
-    apply_yaml(
-        &client,
-        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
-        None,
-    )
-    .await?;
-    let ns = plane.namespace("wasmagain").await?;
+    let (client, ns) = cluster("wasmagain").await?;
     let registry = registry::shared();
     let v1 = push(
         &guest_wasm("mirror"),
@@ -1118,7 +1020,7 @@ async fn a_wasm_controller_created_again_under_its_name_starts_over() -> Result<
     )?;
 
     with_host_args("controllers-again", &config(ns.name()), &[], async |host| {
-        let api = controllers(&client, ns.name());
+        let api = wasm_controllers(&client, ns.name());
         let spec = |image: &str| json!({ "module": { "image": image } });
         api.create(
             &PostParams::default(),
@@ -1156,15 +1058,7 @@ async fn a_wasm_controller_created_again_under_its_name_starts_over() -> Result<
 
 #[tokio::test]
 async fn a_registry_that_never_answers_holds_up_no_other_wasm_controller() -> Result<()> {
-    let plane = control_plane();
-    let client = plane.client().await?;
-    apply_yaml(
-        &client,
-        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
-        None,
-    )
-    .await?;
-    let ns = plane.namespace("wasmhang").await?;
+    let (client, ns) = cluster("wasmhang").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     // A registry that accepts connections and never answers.
     let silent = std::net::TcpListener::bind("127.0.0.1:0")?;
@@ -1181,7 +1075,7 @@ async fn a_registry_that_never_answers_holds_up_no_other_wasm_controller() -> Re
     push(&guest_wasm("mirror"), &mirror)?;
 
     with_host_args("controllers-hang", &config(ns.name()), &[], async |_host| {
-        let api = controllers(&client, ns.name());
+        let api = wasm_controllers(&client, ns.name());
         let spec = json!({ "module": { "image": hanging }, "controllerName": "silent" });
         api.create(&PostParams::default(), &wasm_controller("silent", spec)?)
             .await?;

@@ -21,13 +21,13 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::config::Kubeconfig;
 use kube::{Api, Client};
-use kubewasm_tests::registry::Registry;
+use kubewasm_tests::registry::{Registry, push};
 use kubewasm_tests::{
     ControlPlane, HostProcess, WAIT, apply_yaml_text, control_plane, eventually, guest_wasm, helm,
-    host_binary, kubectl, podset, repo_root, with_started_host,
+    host_binary, kubectl, podset, repo_root, wasm_controllers, with_started_host,
 };
 use serde_json::{Value, json};
 
@@ -411,26 +411,6 @@ fn token_kubeconfig(plane: &ControlPlane, token: &str) -> Result<String> {
         "current-context": "kubewasm",
     });
     Ok(serde_yaml::to_string(&config)?)
-}
-
-/// Pushes `module` as `reference` with `kubewasm push`; returns the pinned reference.
-fn push(module: &Path, reference: &str) -> Result<String> {
-    let pinned = run(Command::new(host_binary())
-        .arg("push")
-        .arg(module)
-        .arg(reference)
-        .env("DOCKER_CONFIG", "/nonexistent"))?;
-    Ok(pinned.trim().to_owned())
-}
-
-/// The WasmControllers of `namespace`.
-fn wasm_controllers(client: &Client, namespace: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "WasmController");
-    Api::namespaced_with(
-        client.clone(),
-        namespace,
-        &ApiResource::from_gvk_with_plural(&gvk, "wasmcontrollers"),
-    )
 }
 
 /// Applies deploy/crds as the README says, before objects of its kind, and waits until the

@@ -495,42 +495,30 @@ impl Objects {
         };
         let module_digest = format!("sha256:{}", fetched.module_digest);
         let memo = Some((module_digest.clone(), generation));
-        let refused_before = self
-            .states
-            .lock()
-            .await
-            .get(key)
-            .is_some_and(|s| s.refused == memo);
+        let (refused_before, rolled_back, failed_for_good) = {
+            let states = self.states.lock().await;
+            let state = states.get(key);
+            let bad =
+                |s: &&State| spec.rollback.enabled && s.history.is_bad(&module_digest, generation);
+            (
+                state.is_some_and(|s| s.refused == memo),
+                state
+                    .filter(bad)
+                    .and_then(|s| s.history.rolled_back.as_ref())
+                    .map(|r| r.message.clone()),
+                state.is_some_and(|s| s.rollback_failed == memo),
+            )
+        };
         if refused_before {
             self.failures.lock().expect("failures lock").remove(key);
             self.poll(key, &spec);
             return;
         }
-        let rolled_back = self
-            .states
-            .lock()
-            .await
-            .get(key)
-            .and_then(|s| s.history.rolled_back.clone())
-            .filter(|r| {
-                spec.rollback.enabled
-                    && r.module_digest == module_digest
-                    && r.observed_generation == generation
-            });
-        if let Some(rolled_back) = rolled_back {
+        if let Some(why) = rolled_back {
             self.failures.lock().expect("failures lock").remove(key);
             // Never run again for this spec: the last good revision runs instead.
-            let (running_now, failed_for_good) = {
-                let states = self.states.lock().await;
-                let state = states.get(key);
-                (
-                    state
-                        .and_then(|s| s.applied.as_ref())
-                        .map(|a| format!("sha256:{}", a.module.digest)),
-                    state.is_some_and(|s| s.rollback_failed == memo),
-                )
-            };
-            if running_now.as_ref() == Some(&module_digest) {
+            let running = running.as_ref().map(|(digest, _)| digest);
+            if running == Some(&fetched.module_digest) {
                 // Found failing while this reconcile fetched it.
                 if failed_for_good {
                     self.poll(key, &spec);
@@ -543,7 +531,7 @@ impl Objects {
                 {
                     return;
                 }
-            } else if running_now.is_none() {
+            } else if running.is_none() {
                 match self
                     .restore(key, &spec, generation, Some(&module_digest), guests)
                     .await
@@ -567,10 +555,7 @@ impl Objects {
             }
             let refusal = Refusal {
                 reason: "RolledBack",
-                message: format!(
-                    "{} was rolled back: {}",
-                    fetched.origin, rolled_back.message
-                ),
+                message: format!("{} was rolled back: {why}", fetched.origin),
                 transient: false,
             };
             self.degraded(key, &object, generation, &refusal).await;
@@ -957,23 +942,27 @@ impl Objects {
         bad: Option<&str>,
         guests: &dyn Guests,
     ) -> Result<Option<Restored>, Refusal> {
-        let failed = |message: String, transient: bool| Refusal {
-            reason: "RollbackFailed",
-            message,
-            transient,
-        };
         let good = self
             .states
             .lock()
             .await
             .get(key)
             .and_then(|s| s.history.last_good(bad.unwrap_or_default()).cloned());
-        let good = good.ok_or_else(|| {
-            failed(
-                "no good revision that ran before it is recorded (see revisionHistoryLimit)".into(),
-                false,
-            )
+        let good = good.ok_or_else(|| Refusal {
+            reason: "RollbackFailed",
+            message: "no good revision that ran before it is recorded (see revisionHistoryLimit)"
+                .into(),
+            transient: false,
         })?;
+        // Why the last good revision does not run, from the refusal `r` of `what` it was.
+        let failed = |what: &str, r: Refusal| Refusal {
+            reason: "RollbackFailed",
+            message: format!(
+                "its last good revision {} {what}: {}",
+                good.digest, r.message
+            ),
+            transient: r.transient,
+        };
         let origin = good
             .image
             .clone()
@@ -981,23 +970,11 @@ impl Objects {
         let bytes = self
             .revision_bytes(&good, spec, &key.0)
             .await
-            .map_err(|r| {
-                let message = format!(
-                    "its last good revision {} cannot be fetched: {}",
-                    good.digest, r.message
-                );
-                failed(message, r.transient)
-            })?;
+            .map_err(|r| failed("cannot be fetched", r))?;
         let (loaded, module, name) = guests
             .run(key, origin.clone(), bytes, &spec.module)
             .await
-            .map_err(|r| {
-                let message = format!(
-                    "its last good revision {} does not load: {}",
-                    good.digest, r.message
-                );
-                failed(message, r.transient)
-            })?;
+            .map_err(|r| failed("does not load", r))?;
         if loaded == Loaded::Stopping {
             return Ok(None);
         }
