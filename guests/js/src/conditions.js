@@ -1,6 +1,8 @@
 /**
  * Status conditions in the shape of `metav1.Condition`:
- * `{type, status, observedGeneration?, lastTransitionTime, reason, message}`.
+ * `{type, status, observedGeneration?, lastTransitionTime, reason, message}`. The helpers agree
+ * with those of `k8s.io/apimachinery/pkg/api/meta` (checked against its vectors in
+ * `guests/vectors`), except that `setCondition` gives an empty `reason` one.
  */
 
 /**
@@ -27,17 +29,21 @@ export function findCondition(conditions, type) {
  * Adds or updates the condition `type` in `conditions` (in place); returns whether anything
  * changed.
  *
- * `lastTransitionTime` is set to now when the condition is new or its status changes, and kept
- * otherwise, so that applying the same status again is a no-op for the API server. A boolean
+ * As in `meta.SetStatusCondition`, `lastTransitionTime` is kept while the status holds, so that
+ * applying the same status again is a no-op for the API server; when the condition is new or its
+ * status changes, it becomes the `lastTransitionTime` given, or now when none is. A boolean
  * status means `"True"` / `"False"`; an empty `reason` becomes `Unspecified`, since the API
  * requires one.
  *
  * @param {Condition[]} conditions
  * @param {{type: string, status: ConditionStatus | boolean, reason?: string, message?: string,
- *   observedGeneration?: number}} condition
+ *   observedGeneration?: number, lastTransitionTime?: string}} condition
  * @returns {boolean}
  */
-export function setCondition(conditions, { type, status, reason, message, observedGeneration }) {
+export function setCondition(
+  conditions,
+  { type, status, reason, message, observedGeneration, lastTransitionTime },
+) {
   const wanted = typeof status === "boolean" ? (status ? "True" : "False") : status;
   const existing = conditions.findIndex((condition) => condition.type === type);
   const previous = conditions[existing];
@@ -49,7 +55,7 @@ export function setCondition(conditions, { type, status, reason, message, observ
     lastTransitionTime:
       previous && previous.status === wanted && previous.lastTransitionTime
         ? previous.lastTransitionTime
-        : nowRfc3339(),
+        : lastTransitionTime || nowRfc3339(),
     reason: reason || "Unspecified",
     message: message ?? "",
   };
@@ -62,17 +68,44 @@ export function setCondition(conditions, { type, status, reason, message, observ
 }
 
 /**
- * Removes the condition `type` from `conditions` (in place); returns whether it was present.
+ * Removes every condition of type `type` from `conditions` (in place); returns whether there was
+ * one.
  * @param {Condition[]} conditions
  * @param {string} type
  */
 export function removeCondition(conditions, type) {
-  const index = conditions.findIndex((condition) => condition.type === type);
-  if (index < 0) {
-    return false;
-  }
-  conditions.splice(index, 1);
-  return true;
+  const kept = conditions.filter((condition) => condition.type !== type);
+  const removed = kept.length !== conditions.length;
+  conditions.splice(0, conditions.length, ...kept);
+  return removed;
+}
+
+/**
+ * Whether the condition `type` is present with status `"True"`.
+ * @param {Condition[]} conditions
+ * @param {string} type
+ */
+export function isConditionTrue(conditions, type) {
+  return isConditionPresentAndEqual(conditions, type, "True");
+}
+
+/**
+ * Whether the condition `type` is present with status `"False"`.
+ * @param {Condition[]} conditions
+ * @param {string} type
+ */
+export function isConditionFalse(conditions, type) {
+  return isConditionPresentAndEqual(conditions, type, "False");
+}
+
+/**
+ * Whether the condition `type` is present with this status.
+ * @param {Condition[]} conditions
+ * @param {string} type
+ * @param {ConditionStatus} status
+ */
+export function isConditionPresentAndEqual(conditions, type, status) {
+  return findCondition(conditions, type)?.status === status;
 }
 
 /**

@@ -3,11 +3,14 @@ import { test } from "node:test";
 
 import { SelectorError, isEmpty, matches, toQuery, validate } from "../src/selector.js";
 
-test("an empty selector matches everything", () => {
-  assert.ok(isEmpty({}) && isEmpty(undefined));
+test("an empty selector matches everything, no selector nothing", () => {
+  assert.ok(isEmpty({}));
   assert.ok(isEmpty({ matchLabels: {}, matchExpressions: [] }));
   assert.ok(matches({}, {}));
   assert.equal(toQuery({}), "");
+  assert.ok(!isEmpty(undefined) && !isEmpty(null));
+  assert.ok(!matches(undefined, {}) && !matches(null, { app: "web" }));
+  assert.equal(toQuery(undefined), "");
 });
 
 test("matchLabels need exact values", () => {
@@ -36,12 +39,12 @@ test("matchExpressions", () => {
   assert.equal(toQuery(selector), "app,env in (prod,staging),!legacy,track notin (canary)");
 });
 
-test("queries sort keys and deduplicate values", () => {
+test("queries sort keys and values, keeping duplicates", () => {
   const selector = {
     matchLabels: { b: "2", a: "1" },
     matchExpressions: [{ key: "c", operator: "In", values: ["y", "x", "y"] }],
   };
-  assert.equal(toQuery(selector), "a=1,b=2,c in (x,y)");
+  assert.equal(toQuery(selector), "a=1,b=2,c in (x,y,y)");
 });
 
 test("rejects invalid selectors", () => {

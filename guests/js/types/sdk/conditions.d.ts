@@ -1,6 +1,8 @@
 /**
  * Status conditions in the shape of `metav1.Condition`:
- * `{type, status, observedGeneration?, lastTransitionTime, reason, message}`.
+ * `{type, status, observedGeneration?, lastTransitionTime, reason, message}`. The helpers agree
+ * with those of `k8s.io/apimachinery/pkg/api/meta` (checked against its vectors in
+ * `guests/vectors`), except that `setCondition` gives an empty `reason` one.
  */
 export type ConditionStatus = "True" | "False" | "Unknown";
 export type Condition = {
@@ -46,29 +48,51 @@ export declare function findCondition(conditions: Condition[], type: string): Co
  * Adds or updates the condition `type` in `conditions` (in place); returns whether anything
  * changed.
  *
- * `lastTransitionTime` is set to now when the condition is new or its status changes, and kept
- * otherwise, so that applying the same status again is a no-op for the API server. A boolean
+ * As in `meta.SetStatusCondition`, `lastTransitionTime` is kept while the status holds, so that
+ * applying the same status again is a no-op for the API server; when the condition is new or its
+ * status changes, it becomes the `lastTransitionTime` given, or now when none is. A boolean
  * status means `"True"` / `"False"`; an empty `reason` becomes `Unspecified`, since the API
  * requires one.
  *
  * @param {Condition[]} conditions
  * @param {{type: string, status: ConditionStatus | boolean, reason?: string, message?: string,
- *   observedGeneration?: number}} condition
+ *   observedGeneration?: number, lastTransitionTime?: string}} condition
  * @returns {boolean}
  */
-export declare function setCondition(conditions: Condition[], { type, status, reason, message, observedGeneration }: {
+export declare function setCondition(conditions: Condition[], { type, status, reason, message, observedGeneration, lastTransitionTime }: {
     type: string;
     status: ConditionStatus | boolean;
     reason?: string;
     message?: string;
     observedGeneration?: number;
+    lastTransitionTime?: string;
 }): boolean;
 /**
- * Removes the condition `type` from `conditions` (in place); returns whether it was present.
+ * Removes every condition of type `type` from `conditions` (in place); returns whether there was
+ * one.
  * @param {Condition[]} conditions
  * @param {string} type
  */
 export declare function removeCondition(conditions: Condition[], type: string): boolean;
+/**
+ * Whether the condition `type` is present with status `"True"`.
+ * @param {Condition[]} conditions
+ * @param {string} type
+ */
+export declare function isConditionTrue(conditions: Condition[], type: string): boolean;
+/**
+ * Whether the condition `type` is present with status `"False"`.
+ * @param {Condition[]} conditions
+ * @param {string} type
+ */
+export declare function isConditionFalse(conditions: Condition[], type: string): boolean;
+/**
+ * Whether the condition `type` is present with this status.
+ * @param {Condition[]} conditions
+ * @param {string} type
+ * @param {ConditionStatus} status
+ */
+export declare function isConditionPresentAndEqual(conditions: Condition[], type: string, status: ConditionStatus): boolean;
 /**
  * `time` as RFC 3339 in UTC with second precision, as Kubernetes prints `metav1.Time`
  * (`2024-05-01T12:00:00Z`); the current time by default (the WASI wall clock in a guest).

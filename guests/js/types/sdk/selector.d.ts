@@ -8,8 +8,10 @@
  * selector.toQuery(web); // "app=web,tier in (a,b)"
  * ```
  *
- * All requirements must hold (logical AND); a selector with neither `matchLabels` nor
- * `matchExpressions` (or `undefined`) matches every object, as in Kubernetes.
+ * The helpers agree with `metav1.LabelSelectorAsSelector` (checked against its vectors in
+ * `guests/vectors`). All requirements must hold (logical AND). A selector with neither
+ * `matchLabels` nor `matchExpressions` matches every object; no selector (`undefined` or `null`)
+ * matches none.
  */
 export type LabelSelectorRequirement = {
     key: string;
@@ -25,32 +27,37 @@ export type LabelSelector = {
  * @typedef {{matchLabels?: Record<string, string>,
  *   matchExpressions?: LabelSelectorRequirement[]}} LabelSelector
  */
-/** A selector that Kubernetes would reject: an unknown operator or a wrong number of values. */
+/**
+ * A selector that Kubernetes would reject: an unknown operator, a wrong number of values, or an
+ * invalid label key or value.
+ */
 export declare class SelectorError extends Error {
     /** @param {string} message */
     constructor(message: string);
 }
 /**
- * Whether the selector has no requirement at all (and so matches everything).
- * @param {LabelSelector | undefined} selector
+ * Whether the selector is present and has no requirement at all (and so matches everything).
+ * @param {LabelSelector | null | undefined} selector
  */
-export declare function isEmpty(selector: LabelSelector | undefined): boolean;
+export declare function isEmpty(selector: LabelSelector | null | undefined): boolean;
 /**
  * Throws a {@link SelectorError} if Kubernetes would reject the selector.
- * @param {LabelSelector | undefined} selector
+ * @param {LabelSelector | null | undefined} selector
  */
-export declare function validate(selector: LabelSelector | undefined): void;
+export declare function validate(selector: LabelSelector | null | undefined): void;
 /**
- * Whether `labels` satisfy every requirement of `selector`. Throws a {@link SelectorError} on
- * an invalid selector, whatever the labels.
- * @param {LabelSelector | undefined} selector
+ * Whether `labels` satisfy every requirement of `selector`; never for no selector. Throws a
+ * {@link SelectorError} on an invalid selector, whatever the labels.
+ * @param {LabelSelector | null | undefined} selector
  * @param {Record<string, string>} labels
  */
-export declare function matches(selector: LabelSelector | undefined, labels: Record<string, string>): boolean;
+export declare function matches(selector: LabelSelector | null | undefined, labels: Record<string, string>): boolean;
 /**
- * The selector in the API server's string syntax (`app=web,tier in (a,b),!legacy`), sorted by
- * key, e.g. for `cache.list`. Empty for an empty selector; throws a {@link SelectorError} on an
- * invalid one.
- * @param {LabelSelector | undefined} selector
+ * The selector in the API server's string syntax (`app=web,tier in (a,b),!legacy`), as
+ * apimachinery prints it, e.g. for `cache.list`: requirements sorted by key (those on one key in
+ * the order given, matchLabels first), values sorted. Empty for an empty selector, and also for
+ * no selector, which matches nothing: tell them apart before listing. Throws a
+ * {@link SelectorError} on an invalid selector.
+ * @param {LabelSelector | null | undefined} selector
  */
-export declare function toQuery(selector: LabelSelector | undefined): string;
+export declare function toQuery(selector: LabelSelector | null | undefined): string;
