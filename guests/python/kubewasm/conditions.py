@@ -3,7 +3,9 @@
     conditions = status.setdefault("conditions", [])
     set_condition(conditions, "Ready", True, "ChildrenApplied", observed_generation=2)
 
-The helpers change the list in place."""
+The helpers change the list in place. They agree with those of
+``k8s.io/apimachinery/pkg/api/meta`` (checked against its vectors in ``guests/vectors``), except
+that :func:`set_condition` gives an empty ``reason`` one."""
 
 from __future__ import annotations
 
@@ -33,18 +35,20 @@ def set_condition(
     reason: str,
     message: str = "",
     observed_generation: int | None = None,
+    last_transition_time: str | None = None,
 ) -> bool:
     """Adds or updates the condition of type ``type_`` in place; returns whether anything
     changed.
 
-    ``lastTransitionTime`` is set to now when the condition is new or its status changes, and
-    is kept otherwise (so re-applying the same status is a no-op for the API server). An empty
-    ``reason`` becomes ``Unspecified``, since the API requires one."""
+    As in ``meta.SetStatusCondition``, ``lastTransitionTime`` is kept while the status holds (so
+    re-applying the same status is a no-op for the API server); when the condition is new or its
+    status changes, it becomes ``last_transition_time`` (RFC 3339), or now when that is
+    ``None``. An empty ``reason`` becomes ``Unspecified``, since the API requires one."""
     status = _status(status)
     existing = find_condition(conditions, type_)
     since = existing.get("lastTransitionTime") if existing is not None else None
     if not since or existing is None or existing.get("status") != status:
-        since = now_rfc3339()
+        since = last_transition_time or now_rfc3339()
     updated = {
         "type": type_,
         "status": status,
@@ -68,6 +72,22 @@ def remove_condition(conditions: list[dict], type_: str) -> bool:
     before = len(conditions)
     conditions[:] = [c for c in conditions if c.get("type") != type_]
     return len(conditions) != before
+
+
+def is_condition_true(conditions: list[dict], type_: str) -> bool:
+    """Whether the condition of type ``type_`` is present with status ``"True"``."""
+    return is_condition_present_and_equal(conditions, type_, "True")
+
+
+def is_condition_false(conditions: list[dict], type_: str) -> bool:
+    """Whether the condition of type ``type_`` is present with status ``"False"``."""
+    return is_condition_present_and_equal(conditions, type_, "False")
+
+
+def is_condition_present_and_equal(conditions: list[dict], type_: str, status: Status) -> bool:
+    """Whether the condition of type ``type_`` is present with this status."""
+    found = find_condition(conditions, type_)
+    return found is not None and found.get("status") == _status(status)
 
 
 def now_rfc3339() -> str:

@@ -3,12 +3,14 @@ import pytest
 from kubewasm.selector import SelectorError, is_empty, matches, to_query, validate
 
 
-def test_empty_selector_matches_everything():
+def test_empty_selector_matches_everything_no_selector_nothing():
     assert is_empty({})
-    assert is_empty(None)
     assert is_empty({"matchLabels": {}, "matchExpressions": []})
     assert matches({}, {})
     assert to_query({}) == ""
+    assert not is_empty(None)
+    assert not matches(None, {"app": "web"})
+    assert to_query(None) == ""
 
 
 def test_match_labels_need_exact_values():
@@ -37,12 +39,12 @@ def test_match_expressions():
     assert to_query(selector) == "app,env in (prod,staging),!legacy,track notin (canary)"
 
 
-def test_query_sorts_and_deduplicates():
+def test_query_sorts_keeping_duplicates():
     selector = {
         "matchLabels": {"tier": "fe", "app": "web"},
         "matchExpressions": [{"key": "b", "operator": "In", "values": ["y", "x", "y"]}],
     }
-    assert to_query(selector) == "app=web,b in (x,y),tier=fe"
+    assert to_query(selector) == "app=web,b in (x,y,y),tier=fe"
 
 
 @pytest.mark.parametrize(
