@@ -3,7 +3,23 @@
 //! choices go on from a generator seeded with all of them, so a short random input still makes
 //! a large structure, and the same input always makes the same one.
 
+use std::time::Duration;
+
 use serde_json::{Map, Value};
+
+/// How long a fuzz target runs under `cargo test`: `default`, unless `BOLERO_RANDOM_TEST_TIME_MS`
+/// sets a time or `BOLERO_RANDOM_ITERATIONS` a number of inputs (then until it is reached).
+pub fn test_time(default: Duration) -> Duration {
+    let var = |name| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    match (
+        var("BOLERO_RANDOM_ITERATIONS"),
+        var("BOLERO_RANDOM_TEST_TIME_MS"),
+    ) {
+        (_, Some(ms)) => Duration::from_millis(ms),
+        (Some(_), None) => Duration::MAX,
+        (None, None) => default,
+    }
+}
 
 /// The fuzzer's bytes, read as a sequence of choices.
 pub struct Draw<'a> {

@@ -14,10 +14,10 @@ use kubewasm::config::{
     Config, ConfigError, Grant, MAX_CONCURRENCY, MIN_CAP_BYTES, MIN_MEMORY_BYTES, ModuleConfig,
     QueueConfig,
 };
-use kubewasm_tests::fuzz::Draw;
+use kubewasm_tests::fuzz::{Draw, test_time};
 use serde_json::{Value, json};
 
-/// How long each target runs under `cargo test`.
+/// How long each target runs under `cargo test` by default.
 const TEST_TIME: Duration = Duration::from_secs(3);
 
 /// What a field holds, so that most generated documents have the right shape and reach the
@@ -436,21 +436,21 @@ fn check_config(text: &str) {
 #[test]
 fn config_text() {
     bolero::check!()
-        .with_test_time(TEST_TIME)
+        .with_test_time(test_time(TEST_TIME))
         .for_each(|bytes: &[u8]| check_config(&String::from_utf8_lossy(bytes)));
 }
 
 #[test]
 fn config_structured() {
     bolero::check!()
-        .with_test_time(TEST_TIME)
+        .with_test_time(test_time(TEST_TIME))
         .for_each(|bytes: &[u8]| check_config(&yaml(&mut Draw::new(bytes))));
 }
 
 #[test]
 fn controller_spec() {
     bolero::check!()
-        .with_test_time(TEST_TIME)
+        .with_test_time(test_time(TEST_TIME))
         .for_each(|bytes: &[u8]| {
             let mut draw = Draw::new(bytes);
             // The object's namespace, which the API server has validated.

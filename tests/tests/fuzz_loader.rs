@@ -15,10 +15,10 @@ use arbitrary::Unstructured;
 use kubewasm::wasm::module::{LoadError, load_bytes};
 use kubewasm::wasm::runtime::Runtime;
 use kubewasm::wasm::state::Limits;
-use kubewasm_tests::fuzz::Draw;
+use kubewasm_tests::fuzz::{Draw, test_time};
 use kubewasm_tests::guest_wasm;
 
-/// How long the target runs under `cargo test`.
+/// How long the target runs under `cargo test` by default.
 const TEST_TIME: Duration = Duration::from_secs(10);
 
 /// The components mutated: a guest of the current contract, one of the previous contract, and
@@ -166,7 +166,7 @@ fn loader_target() {
     // A panic fails the test; the engine is not used after one.
     let shared = std::panic::AssertUnwindSafe(loader());
     bolero::check!()
-        .with_test_time(TEST_TIME)
+        .with_test_time(test_time(TEST_TIME))
         .for_each(|bytes: &[u8]| {
             let loader: &Loader = *shared;
             let module = input(bytes, &loader.seeds);
