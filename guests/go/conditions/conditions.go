@@ -1,4 +1,6 @@
-// Package conditions keeps status conditions in the shape of metav1.Condition.
+// Package conditions keeps status conditions in the shape of metav1.Condition. It agrees with
+// k8s.io/apimachinery/pkg/api/meta (checked against its vectors in guests/vectors), except that
+// Set gives an empty Reason one.
 //
 //	conditions.Set(&status.Conditions, conditions.Condition{
 //		Type: "Ready", Status: conditions.True, Reason: "ChildrenApplied", ObservedGeneration: 2,
@@ -54,14 +56,17 @@ func Find(conditions []Condition, conditionType string) *Condition {
 // Set adds condition, or updates the condition of the same type, and reports whether anything
 // changed.
 //
-// LastTransitionTime is set to now when the condition is new or its status changes, and kept
-// otherwise (so re-applying the same status is a no-op for the API server); the one in
-// condition is ignored. An empty Reason becomes "Unspecified", since the API requires one.
+// As in meta.SetStatusCondition, LastTransitionTime is kept while the status holds (so
+// re-applying the same status is a no-op for the API server); when the condition is new or its
+// status changes, it becomes the one in condition, or now when that is empty. An empty Reason
+// becomes "Unspecified", since the API requires one.
 func Set(conditions *[]Condition, condition Condition) bool {
 	if condition.Reason == "" {
 		condition.Reason = "Unspecified"
 	}
-	condition.LastTransitionTime = Now()
+	if condition.LastTransitionTime == "" {
+		condition.LastTransitionTime = Now()
+	}
 	existing := Find(*conditions, condition.Type)
 	if existing == nil {
 		*conditions = append(*conditions, condition)
@@ -73,6 +78,23 @@ func Set(conditions *[]Condition, condition Condition) bool {
 	changed := *existing != condition
 	*existing = condition
 	return changed
+}
+
+// IsTrue reports whether the condition of type conditionType is present with status True.
+func IsTrue(conditions []Condition, conditionType string) bool {
+	return IsPresentAndEqual(conditions, conditionType, True)
+}
+
+// IsFalse reports whether the condition of type conditionType is present with status False.
+func IsFalse(conditions []Condition, conditionType string) bool {
+	return IsPresentAndEqual(conditions, conditionType, False)
+}
+
+// IsPresentAndEqual reports whether the condition of type conditionType is present with this
+// status.
+func IsPresentAndEqual(conditions []Condition, conditionType string, status Status) bool {
+	c := Find(conditions, conditionType)
+	return c != nil && c.Status == status
 }
 
 // Remove removes the condition of type conditionType and reports whether it was there.

