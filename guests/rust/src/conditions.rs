@@ -1,4 +1,6 @@
-//! Status conditions in the shape of `metav1.Condition`.
+//! Status conditions in the shape of `metav1.Condition`. The helpers agree with those of
+//! `k8s.io/apimachinery/pkg/api/meta` (checked against its vectors in `guests/vectors`), except
+//! that setting a condition gives an empty `reason` one.
 //!
 //! ```
 //! use kubewasm_guest::conditions::{set_condition, Condition, ConditionStatus};
@@ -74,39 +76,61 @@ pub fn set_condition(
     message: &str,
     observed_generation: Option<i64>,
 ) -> bool {
-    let reason = if reason.is_empty() {
-        "Unspecified"
-    } else {
-        reason
-    };
-    let Some(existing) = conditions.iter_mut().find(|c| c.type_ == type_) else {
-        conditions.push(Condition {
+    set_status_condition(
+        conditions,
+        Condition {
             type_: type_.to_owned(),
             status,
             observed_generation,
-            last_transition_time: now_rfc3339(),
+            last_transition_time: String::new(),
             reason: reason.to_owned(),
             message: message.to_owned(),
-        });
+        },
+    )
+}
+
+/// Adds `condition`, or updates the condition of its type; returns whether anything changed.
+///
+/// As in `meta.SetStatusCondition`, `lastTransitionTime` is kept while the status holds (so
+/// re-applying the same status is a no-op for the API server); when the condition is new or its
+/// status changes, it becomes the one in `condition`, or now when that is empty. An empty
+/// `reason` becomes `Unspecified`, since the API requires one.
+pub fn set_status_condition(conditions: &mut Vec<Condition>, mut condition: Condition) -> bool {
+    if condition.reason.is_empty() {
+        condition.reason = "Unspecified".to_owned();
+    }
+    if condition.last_transition_time.is_empty() {
+        condition.last_transition_time = now_rfc3339();
+    }
+    let Some(existing) = conditions.iter_mut().find(|c| c.type_ == condition.type_) else {
+        conditions.push(condition);
         return true;
     };
-    let updated = Condition {
-        type_: existing.type_.clone(),
-        status,
-        observed_generation,
-        last_transition_time: if existing.status == status
-            && !existing.last_transition_time.is_empty()
-        {
-            existing.last_transition_time.clone()
-        } else {
-            now_rfc3339()
-        },
-        reason: reason.to_owned(),
-        message: message.to_owned(),
-    };
-    let changed = *existing != updated;
-    *existing = updated;
+    if existing.status == condition.status && !existing.last_transition_time.is_empty() {
+        condition.last_transition_time = existing.last_transition_time.clone();
+    }
+    let changed = *existing != condition;
+    *existing = condition;
     changed
+}
+
+/// Whether the condition of type `type_` is present with status `True`.
+pub fn is_condition_true(conditions: &[Condition], type_: &str) -> bool {
+    is_condition_present_and_equal(conditions, type_, ConditionStatus::True)
+}
+
+/// Whether the condition of type `type_` is present with status `False`.
+pub fn is_condition_false(conditions: &[Condition], type_: &str) -> bool {
+    is_condition_present_and_equal(conditions, type_, ConditionStatus::False)
+}
+
+/// Whether the condition of type `type_` is present with this status.
+pub fn is_condition_present_and_equal(
+    conditions: &[Condition],
+    type_: &str,
+    status: ConditionStatus,
+) -> bool {
+    find_condition(conditions, type_).is_some_and(|c| c.status == status)
 }
 
 /// Removes the condition of type `type_`; returns whether it was present.

@@ -1,4 +1,6 @@
-//! Label selectors (`matchLabels` / `matchExpressions`), as in `metav1.LabelSelector`.
+//! Label selectors (`matchLabels` / `matchExpressions`), as in `metav1.LabelSelector`. They
+//! agree with `metav1.LabelSelectorAsSelector` (checked against its vectors in
+//! `guests/vectors`).
 //!
 //! ```
 //! use std::collections::BTreeMap;
@@ -21,7 +23,9 @@ use serde::{Deserialize, Serialize};
 /// A label selector. All of its requirements must hold (logical AND).
 ///
 /// A selector with neither `matchLabels` nor `matchExpressions` matches every object, as in
-/// Kubernetes.
+/// Kubernetes. A `LabelSelector` is never nil: read from an absent field (with
+/// `#[serde(default)]`) it is empty, where Kubernetes' nil selector matches nothing; an
+/// `Option<LabelSelector>` tells them apart.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelector {
@@ -36,16 +40,20 @@ pub struct LabelSelector {
 /// One set-based requirement: `key` `operator` `values`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LabelSelectorRequirement {
-    /// The label key.
+    /// The label key (read as empty when absent, which no selector accepts).
+    #[serde(default)]
     pub key: String,
-    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist` (read as empty when absent, which no selector
+    /// accepts).
+    #[serde(default)]
     pub operator: String,
     /// Non-empty for `In` and `NotIn`, empty for `Exists` and `DoesNotExist`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub values: Option<Vec<String>>,
 }
 
-/// A selector that Kubernetes would reject: an unknown operator or a wrong number of values.
+/// A selector that Kubernetes would reject: an unknown operator, a wrong number of values, or an
+/// invalid label key or value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SelectorError(String);
 
@@ -58,6 +66,8 @@ impl fmt::Display for SelectorError {
 impl std::error::Error for SelectorError {}
 
 enum Op<'a> {
+    /// A `matchLabels` entry: its one value.
+    Equals(&'a [String]),
     In(&'a [String]),
     NotIn(&'a [String]),
     Exists,
@@ -93,6 +103,57 @@ impl LabelSelectorRequirement {
     }
 }
 
+/// The requirement, if its key and values are valid.
+fn checked<'a>(key: &'a str, op: Op<'a>) -> Result<(&'a str, Op<'a>), SelectorError> {
+    if !is_label_key(key) {
+        return Err(SelectorError(format!("invalid key {key:?}")));
+    }
+    if let Op::Equals(values) | Op::In(values) | Op::NotIn(values) = op
+        && let Some(value) = values.iter().find(|v| !is_label_value(v))
+    {
+        return Err(SelectorError(format!(
+            "key {key:?}: invalid value {value:?}"
+        )));
+    }
+    Ok((key, op))
+}
+
+/// Whether `key` is a name with an optional prefix and `/`, the prefix a DNS subdomain: at most
+/// 253 characters, dot-separated lowercase letters, digits and `-`, each part starting and
+/// ending with a letter or digit.
+fn is_label_key(key: &str) -> bool {
+    let Some((prefix, name)) = key.split_once('/') else {
+        return is_name(key);
+    };
+    prefix.len() <= 253
+        && prefix.split('.').all(|part| {
+            !part.is_empty()
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+                && part
+                    .bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        })
+        && is_name(name)
+}
+
+/// Whether `value` is empty or a name.
+fn is_label_value(value: &str) -> bool {
+    value.is_empty() || is_name(value)
+}
+
+/// Whether `s` has at most 63 letters, digits, `-`, `_` or `.`, starting and ending with a
+/// letter or digit.
+fn is_name(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    (1..=63).contains(&bytes.len())
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
 impl LabelSelector {
     /// Whether the selector has no requirement at all (and so matches everything).
     pub fn is_empty(&self) -> bool {
@@ -100,65 +161,56 @@ impl LabelSelector {
             && self.match_expressions.as_ref().is_none_or(Vec::is_empty)
     }
 
+    /// The checked requirements, `matchLabels` first, as apimachinery lists them.
     fn requirements(&self) -> Result<Vec<(&str, Op<'_>)>, SelectorError> {
-        self.match_expressions
+        let labels = self
+            .match_labels
             .iter()
             .flatten()
-            .map(|r| Ok((r.key.as_str(), r.op()?)))
-            .collect()
+            .map(|(key, value)| checked(key, Op::Equals(std::slice::from_ref(value))));
+        let expressions = self
+            .match_expressions
+            .iter()
+            .flatten()
+            .map(|r| checked(&r.key, r.op()?));
+        labels.chain(expressions).collect()
     }
 
     /// Whether `labels` satisfy every requirement. Fails on an invalid selector, whatever the
     /// labels.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> Result<bool, SelectorError> {
-        let requirements = self.requirements()?;
-        let labels_match = self
-            .match_labels
-            .iter()
-            .flatten()
-            .all(|(key, value)| labels.get(key) == Some(value));
-        Ok(labels_match
-            && requirements.iter().all(|(key, op)| {
-                let value = labels.get(*key);
-                match op {
-                    Op::In(values) => value.is_some_and(|v| values.contains(v)),
-                    Op::NotIn(values) => value.is_none_or(|v| !values.contains(v)),
-                    Op::Exists => value.is_some(),
-                    Op::DoesNotExist => value.is_none(),
-                }
-            }))
+        Ok(self.requirements()?.iter().all(|(key, op)| {
+            let value = labels.get(*key);
+            match op {
+                Op::Equals(values) | Op::In(values) => value.is_some_and(|v| values.contains(v)),
+                Op::NotIn(values) => value.is_none_or(|v| !values.contains(v)),
+                Op::Exists => value.is_some(),
+                Op::DoesNotExist => value.is_none(),
+            }
+        }))
     }
 
-    /// The selector in the API server's string syntax (`app=web,tier in (a,b),!legacy`), sorted
-    /// by key, e.g. for [`cache::list`](crate::cache::list). Empty for an empty selector.
+    /// The selector in the API server's string syntax (`app=web,tier in (a,b),!legacy`), as
+    /// apimachinery prints it, e.g. for [`cache::list`](crate::cache::list): requirements sorted
+    /// by key (those on one key in the order given, `matchLabels` first), values sorted. Empty
+    /// for an empty selector.
     pub fn to_query(&self) -> Result<String, SelectorError> {
-        let mut parts: Vec<(&str, String)> = self
-            .match_labels
-            .iter()
-            .flatten()
-            .map(|(key, value)| (key.as_str(), format!("{key}={value}")))
-            .collect();
-        for (key, op) in self.requirements()? {
-            let set = |values: &[String]| {
-                let mut values = values.to_vec();
-                values.sort();
-                values.dedup();
-                values.join(",")
-            };
-            parts.push((
-                key,
-                match op {
-                    Op::In(values) => format!("{key} in ({})", set(values)),
-                    Op::NotIn(values) => format!("{key} notin ({})", set(values)),
-                    Op::Exists => key.to_owned(),
-                    Op::DoesNotExist => format!("!{key}"),
-                },
-            ));
-        }
-        parts.sort();
-        Ok(parts
+        let mut requirements = self.requirements()?;
+        requirements.sort_by_key(|(key, _)| *key);
+        let set = |values: &[String]| {
+            let mut values = values.to_vec();
+            values.sort();
+            values.join(",")
+        };
+        Ok(requirements
             .into_iter()
-            .map(|(_, part)| part)
+            .map(|(key, op)| match op {
+                Op::Equals(values) => format!("{key}={}", values[0]),
+                Op::In(values) => format!("{key} in ({})", set(values)),
+                Op::NotIn(values) => format!("{key} notin ({})", set(values)),
+                Op::Exists => key.to_owned(),
+                Op::DoesNotExist => format!("!{key}"),
+            })
             .collect::<Vec<_>>()
             .join(","))
     }
