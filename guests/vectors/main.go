@@ -15,10 +15,22 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 )
 
-// apimachinery is the release in go.mod, recorded in each file.
-const apimachinery = "k8s.io/apimachinery v0.36.3"
+// apimachinery is the module that computes the vectors, as built ("k8s.io/apimachinery
+// v0.36.3"), recorded in each file.
+func apimachinery() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, module := range info.Deps {
+			if module.Path == "k8s.io/apimachinery" {
+				return module.Path + " " + module.Version
+			}
+		}
+	}
+	fatal(fmt.Errorf("no k8s.io/apimachinery in the build information"))
+	return ""
+}
 
 func main() {
 	check := flag.Bool("check", false, "compare the files with what would be written, writing nothing")
@@ -53,7 +65,7 @@ func main() {
 // change shows as a readable diff.
 func encode[V any](about string, vectors []V) []byte {
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "{\n  \"about\": %s,\n  \"apimachinery\": %s,\n  \"vectors\": [\n", marshal(about), marshal(apimachinery))
+	fmt.Fprintf(&out, "{\n  \"about\": %s,\n  \"apimachinery\": %s,\n  \"vectors\": [\n", marshal(about), marshal(apimachinery()))
 	for i, v := range vectors {
 		out.WriteString("    ")
 		out.Write(marshal(v))
