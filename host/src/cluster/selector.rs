@@ -126,7 +126,8 @@ fn first(values: &BTreeSet<String>) -> &str {
 
 /// A parsed, validated label selector: the conjunction of its requirements.
 ///
-/// Supported syntax (comma-separated, whitespace between tokens ignored): `key=value`,
+/// Supported syntax (comma-separated; spaces, tabs, CR and LF between tokens ignored; a NUL byte
+/// ends the input, or the token right before it, as in the API server): `key=value`,
 /// `key==value`, `key!=value`, `key in (a,b)`, `key notin (a,b)`, `key`, `!key`, `key>N` and
 /// `key<N`. Keys must be qualified names (`[dns-subdomain/]name`, name at most 63 characters),
 /// values valid label values (at most 63 characters, possibly empty), as the API server
@@ -192,7 +193,7 @@ impl FromStr for LabelSelector {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// A run of characters that are neither whitespace nor one of `!=(),<>`.
+    /// A run of bytes that are neither whitespace (see [`is_space`]), NUL nor one of `!=(),<>`.
     Word,
     Not,
     NotEquals,
@@ -213,51 +214,64 @@ struct Token<'a> {
     position: usize,
 }
 
-fn is_special(c: char) -> bool {
-    matches!(c, '!' | '=' | '(' | ')' | ',' | '<' | '>')
+fn is_special(b: u8) -> bool {
+    matches!(b, b'!' | b'=' | b'(' | b')' | b',' | b'<' | b'>')
 }
 
+/// The whitespace apimachinery's lexer skips; any other whitespace is part of a word.
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+/// Splits `input` into tokens as apimachinery's lexer does, byte by byte. That lexer reads a
+/// NUL byte as the end of the input: where a token would start, a NUL ends the input; right
+/// after a token, it ends that token and is dropped.
 fn lex(input: &str) -> Vec<Token<'_>> {
+    let bytes = input.as_bytes();
     let mut tokens = Vec::new();
-    let mut chars = input.char_indices().peekable();
-    while let Some((start, c)) = chars.next() {
-        if c.is_whitespace() {
-            continue;
+    let mut at = 0;
+    loop {
+        while bytes.get(at).copied().is_some_and(is_space) {
+            at += 1;
         }
-        let kind = match c {
-            '!' | '=' if chars.next_if(|&(_, n)| n == '=').is_some() => {
-                if c == '!' {
-                    Kind::NotEquals
-                } else {
-                    Kind::DoubleEquals
-                }
-            }
-            '!' => Kind::Not,
-            '=' => Kind::Equals,
-            '(' => Kind::Open,
-            ')' => Kind::Close,
-            ',' => Kind::Comma,
-            '>' => Kind::Greater,
-            '<' => Kind::Less,
-            _ => {
-                while chars
-                    .next_if(|&(_, n)| !n.is_whitespace() && !is_special(n))
-                    .is_some()
-                {}
-                Kind::Word
-            }
+        let Some(&first) = bytes.get(at).filter(|&&b| b != 0) else {
+            break;
         };
-        let end = chars.peek().map_or(input.len(), |&(i, _)| i);
+        let start = at;
+        let second = bytes.get(at + 1).copied();
+        let kind = match (first, second) {
+            (b'!', Some(b'=')) => Kind::NotEquals,
+            (b'=', Some(b'=')) => Kind::DoubleEquals,
+            (b'!', _) => Kind::Not,
+            (b'=', _) => Kind::Equals,
+            (b'(', _) => Kind::Open,
+            (b')', _) => Kind::Close,
+            (b',', _) => Kind::Comma,
+            (b'>', _) => Kind::Greater,
+            (b'<', _) => Kind::Less,
+            _ => Kind::Word,
+        };
+        at += match kind {
+            Kind::NotEquals | Kind::DoubleEquals => 2,
+            Kind::Word => bytes[at..]
+                .iter()
+                .position(|&b| b == 0 || is_space(b) || is_special(b))
+                .unwrap_or(bytes.len() - at),
+            _ => 1,
+        };
         tokens.push(Token {
             kind,
-            text: &input[start..end],
+            text: &input[start..at],
             position: start,
         });
+        if bytes.get(at) == Some(&0) {
+            at += 1;
+        }
     }
     tokens.push(Token {
         kind: Kind::End,
         text: "",
-        position: input.len(),
+        position: at,
     });
     tokens
 }
@@ -513,8 +527,9 @@ pub fn validate_qualified_name(key: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The API server's `IsValidLabelValue`.
-fn validate_value(value: &str) -> Result<(), String> {
+/// The API server's `IsValidLabelValue`, with the reason when `value` is not a label value.
+/// Public for the differential tests against apimachinery.
+pub fn validate_value(value: &str) -> Result<(), String> {
     if value.len() > 63 {
         return Err("must be no more than 63 characters".into());
     }
@@ -608,6 +623,54 @@ mod tests {
         assert_eq!(only("in=notin").key, "in");
         assert_eq!(only("notin in (in)").op, Operator::In(set(&["in"])));
         assert_eq!(only("!in").op, Operator::DoesNotExist);
+    }
+
+    #[test]
+    fn only_the_api_servers_whitespace_separates_tokens() {
+        assert_eq!(sel(" a\r\n=\tb "), sel("a=b"));
+        // apimachinery skips ' ', '\t', '\r' and '\n' only: other whitespace is part of a word.
+        for odd in ["\u{b}", "\u{c}", "\u{85}", "\u{a0}", "\u{2028}", "\u{3000}"] {
+            let key = err(&format!("a{odd}=b"));
+            assert!(
+                matches!(key, SelectorError::InvalidKey { .. }),
+                "{odd:?}: {key}"
+            );
+            let alone = err(odd);
+            assert!(
+                matches!(alone, SelectorError::InvalidKey { .. }),
+                "{odd:?}: {alone}"
+            );
+            let value = err(&format!("a=b{odd}"));
+            assert!(
+                matches!(value, SelectorError::InvalidValue { .. }),
+                "{odd:?}: {value}"
+            );
+        }
+    }
+
+    #[test]
+    fn nul_reads_as_in_apimachinery() {
+        // Where a token would start, a NUL byte ends the input.
+        assert_eq!(sel("a=b\0"), sel("a=b"));
+        assert_eq!(sel("a=b \0 ((("), sel("a=b"));
+        assert!(sel("\0").is_empty());
+        assert_eq!(sel("a\0\0=b"), sel("a"));
+        // Right after a token, it ends that token and is dropped.
+        assert_eq!(sel("a\0=b"), sel("a=b"));
+        assert_eq!(sel("a in\0(b,\0)"), sel("a in (b,)"));
+        assert_eq!(sel("a=\0b"), sel("a=b"));
+        assert!(matches!(
+            err("a=b\0c"),
+            SelectorError::Syntax { position: 4, .. }
+        ));
+        assert!(matches!(
+            err("a!\0=b"),
+            SelectorError::Syntax { position: 1, .. }
+        ));
+        assert!(matches!(
+            err("a=b,\0"),
+            SelectorError::Syntax { position: 5, .. }
+        ));
     }
 
     #[test]
