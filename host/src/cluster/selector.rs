@@ -339,6 +339,8 @@ impl<'a> Parser<'a> {
         Ok(token.text.to_owned())
     }
 
+    /// One requirement. As apimachinery, its values are checked once it is read: a syntax
+    /// error anywhere in it comes first.
     fn requirement(&mut self) -> Result<Requirement, SelectorError> {
         if self.peek().kind == Kind::Not {
             self.bump();
@@ -354,27 +356,33 @@ impl<'a> Parser<'a> {
             (Kind::End | Kind::Comma, _) => Operator::Exists,
             (Kind::Equals | Kind::DoubleEquals, _) => {
                 self.bump();
-                Operator::In(BTreeSet::from([self.single_value()?]))
+                let value = self.single_value("a label value")?;
+                Operator::In(self.checked([value])?)
             }
             (Kind::NotEquals, _) => {
                 self.bump();
-                Operator::NotIn(BTreeSet::from([self.single_value()?]))
+                let value = self.single_value("a label value")?;
+                Operator::NotIn(self.checked([value])?)
             }
             (Kind::Word, "in") => {
                 self.bump();
-                Operator::In(self.value_set()?)
+                let values = self.value_set()?;
+                Operator::In(self.checked(values)?)
             }
             (Kind::Word, "notin") => {
                 self.bump();
-                Operator::NotIn(self.value_set()?)
+                let values = self.value_set()?;
+                Operator::NotIn(self.checked(values)?)
             }
             (Kind::Greater, _) => {
                 self.bump();
-                Operator::GreaterThan(self.integer()?)
+                let bound = self.single_value("an integer")?;
+                Operator::GreaterThan(self.integer(bound)?)
             }
             (Kind::Less, _) => {
                 self.bump();
-                Operator::LessThan(self.integer()?)
+                let bound = self.single_value("an integer")?;
+                Operator::LessThan(self.integer(bound)?)
             }
             _ => {
                 return Err(self.syntax(
@@ -386,9 +394,18 @@ impl<'a> Parser<'a> {
         Ok(Requirement { key, op })
     }
 
-    fn checked_value(&self, token: Token<'_>) -> Result<String, SelectorError> {
-        validate_value(token.text).map_err(|reason| self.invalid_value(token, reason))?;
-        Ok(token.text.to_owned())
+    /// The values, each a valid label value.
+    fn checked(
+        &self,
+        values: impl IntoIterator<Item = Token<'a>>,
+    ) -> Result<BTreeSet<String>, SelectorError> {
+        values
+            .into_iter()
+            .map(|token| {
+                validate_value(token.text).map_err(|reason| self.invalid_value(token, reason))?;
+                Ok(token.text.to_owned())
+            })
+            .collect()
     }
 
     fn invalid_value(&self, token: Token<'_>, reason: String) -> SelectorError {
@@ -400,37 +417,41 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// The value after `=`, `==` or `!=`; empty when directly followed by `,` or the end.
-    fn single_value(&mut self) -> Result<String, SelectorError> {
-        let token = self.peek();
-        match token.kind {
-            Kind::End | Kind::Comma => Ok(String::new()),
-            Kind::Word => {
-                self.bump();
-                self.checked_value(token)
-            }
-            _ => Err(self.syntax(token, "a label value")),
+    /// An empty value at `token`'s position.
+    fn empty(token: Token<'a>) -> Token<'a> {
+        Token {
+            kind: Kind::Word,
+            text: "",
+            position: token.position,
         }
     }
 
-    /// `( v, ... )` where each value may be empty, as the API server allows (`()` is `{""}`).
-    fn value_set(&mut self) -> Result<BTreeSet<String>, SelectorError> {
+    /// The value after `=`, `==`, `!=`, `>` or `<`, unchecked; empty when directly followed by
+    /// `,` or the end.
+    fn single_value(&mut self, expected: &str) -> Result<Token<'a>, SelectorError> {
+        let token = self.peek();
+        match token.kind {
+            Kind::End | Kind::Comma => Ok(Self::empty(token)),
+            Kind::Word => Ok(self.bump()),
+            _ => Err(self.syntax(token, expected)),
+        }
+    }
+
+    /// `( v, ... )`, unchecked, where each value may be empty, as the API server allows (`()` is
+    /// `{""}`).
+    fn value_set(&mut self) -> Result<Vec<Token<'a>>, SelectorError> {
         let open = self.bump();
         if open.kind != Kind::Open {
             return Err(self.syntax(open, "'('"));
         }
-        let mut values = BTreeSet::new();
+        let mut values = Vec::new();
         loop {
             let token = self.peek();
-            let value = match token.kind {
-                Kind::Word => {
-                    self.bump();
-                    self.checked_value(token)?
-                }
-                Kind::Comma | Kind::Close => String::new(),
+            values.push(match token.kind {
+                Kind::Word => self.bump(),
+                Kind::Comma | Kind::Close => Self::empty(token),
                 _ => return Err(self.syntax(token, "a label value, ',' or ')'")),
-            };
-            values.insert(value);
+            });
             let token = self.bump();
             match token.kind {
                 Kind::Comma => {}
@@ -440,13 +461,9 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// The integer after `>` or `<`: a valid label value that parses as an `i64`.
-    fn integer(&mut self) -> Result<i64, SelectorError> {
-        let token = self.bump();
-        if token.kind != Kind::Word {
-            return Err(self.syntax(token, "an integer"));
-        }
-        self.checked_value(token)?;
+    /// The bound of `>` or `<`: a valid label value that parses as an `i64`.
+    fn integer(&self, token: Token<'_>) -> Result<i64, SelectorError> {
+        validate_value(token.text).map_err(|reason| self.invalid_value(token, reason))?;
         token
             .text
             .parse()
@@ -498,9 +515,17 @@ fn is_dns1123_part(s: &str) -> bool {
     }
 }
 
-/// The API server's `IsQualifiedName` (`[prefix/]name`), with the reason when it is not one.
+/// The API server's `IsQualifiedName` (`[prefix/]name`), with the reason when it is not one:
+/// the first rule broken, in the order the API server lists them.
 pub fn validate_qualified_name(key: &str) -> Result<(), String> {
     let (prefix, name) = match key.split_once('/') {
+        Some((_, name)) if name.contains('/') => {
+            return Err(
+                "must be a name, optionally after a DNS subdomain prefix and one '/' \
+                 (e.g. example.com/my-name)"
+                    .into(),
+            );
+        }
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
     };
@@ -674,6 +699,37 @@ mod tests {
     }
 
     #[test]
+    fn values_are_checked_once_their_requirement_is_read() {
+        // As apimachinery: a syntax error anywhere in a requirement comes before its values'
+        // errors, which come before anything in the requirements after it.
+        assert!(matches!(
+            err("a in (-x, y z)"),
+            SelectorError::Syntax { position: 12, .. }
+        ));
+        assert!(matches!(err("a notin (-x"), SelectorError::Syntax { .. }));
+        assert!(matches!(
+            err("a=-x b"),
+            SelectorError::InvalidValue { position: 2, .. }
+        ));
+        assert!(matches!(
+            err("a in (-x),="),
+            SelectorError::InvalidValue { position: 6, .. }
+        ));
+        // An empty bound is not an integer.
+        for input in ["a>", "a<", "a>,b"] {
+            match err(input) {
+                SelectorError::InvalidValue {
+                    position, reason, ..
+                } => {
+                    assert_eq!(position, 2, "{input:?}");
+                    assert!(reason.contains("must be an integer"), "{input:?}: {reason}");
+                }
+                other => panic!("{input:?}: unexpected {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn rejects_malformed_input_with_position() {
         let cases: &[(&str, usize, &str)] = &[
             ("a=b,", 4, "found end of input, expected a label key"),
@@ -691,7 +747,7 @@ mod tests {
             ("a=(b)", 2, "found \"(\", expected a label value"),
             ("!a=b", 2, "found \"=\", expected ',' or end of input"),
             ("!", 1, "found end of input, expected a label key"),
-            ("a>", 2, "found end of input, expected an integer"),
+            ("a>(", 2, "found \"(\", expected an integer"),
             ("a=b=c", 3, "found \"=\", expected ',' or end of input"),
         ];
         for &(input, position, reason) in cases {
@@ -722,7 +778,14 @@ mod tests {
             ("/a", "prefix part must be non-empty"),
             ("example.com/", "name part must be non-empty"),
             ("Example.com/a", "lowercase RFC 1123 subdomain"),
-            ("a/b/c", "must consist of alphanumeric characters"),
+            (
+                "a/b/c",
+                "optionally after a DNS subdomain prefix and one '/'",
+            ),
+            (
+                "http://example.com",
+                "optionally after a DNS subdomain prefix and one '/'",
+            ),
             (&long_prefix, "lowercase RFC 1123 subdomain"),
         ];
         for &(input, reason) in cases {
