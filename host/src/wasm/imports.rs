@@ -2,6 +2,11 @@
 //! declared, then handed to its [`Backend`]; a call that reaches the API server runs under the
 //! host-call timeout. Cache reads never wait: they hand the guest the cache's own text (see
 //! [`link_cache`]).
+//!
+//! A write or event names exactly one object: its namespace is dropped for a cluster-scoped kind
+//! and must otherwise be a DNS-1123 label, and a write's name must be one URL path segment (not
+//! empty, `.` or `..`, of visible ASCII other than `/`, `%`, `?` and `#`); any other is `invalid`
+//! and nothing is sent.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -13,7 +18,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::Linker;
 
-use crate::cluster::selector::LabelSelector;
+use crate::cluster::selector::{LabelSelector, is_dns1123_label};
 use crate::config::Verb;
 use crate::wasm::backend::{
     ApplyRequest, Backend, CALLER, CallError, DeleteRequest, EventRequest, PatchRequest,
@@ -102,6 +107,26 @@ impl CallContext {
         given.or_else(|| self.scope.as_ref().and_then(|s| s.namespace.clone()))
     }
 
+    /// The namespace a write or event about `kind` is sent to: none for a cluster-scoped kind,
+    /// whose objects have none (as for its permissions, a namespace named does not count), else
+    /// `namespace`, which must be a namespace's name (a DNS-1123 label): it goes into the
+    /// request's URL as it is, where `?` or `/` would address another resource.
+    fn namespace_of(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<String>,
+    ) -> Result<Option<String>, CallError> {
+        if self.env.backend.is_cluster_scoped(kind) {
+            return Ok(None);
+        }
+        match namespace {
+            Some(namespace) if !is_dns1123_label(&namespace) => Err(CallError::Invalid(format!(
+                "namespace {namespace:?} is not a namespace's name (a DNS-1123 label)"
+            ))),
+            namespace => Ok(namespace),
+        }
+    }
+
     /// Runs a backend call under the host-call timeout, on a task of its own: if the guest's
     /// deadline ends its call meanwhile, a write already on its way still completes and is
     /// recorded in the cache, so the guest's next reconcile reads it and does not repeat it;
@@ -128,12 +153,13 @@ impl CallContext {
         }
     }
 
-    /// Parses an object written by the guest and fills in its namespace; checks its kind.
+    /// Parses an object written by the guest: its kind, namespace (the reconciled object's if
+    /// it names none), name and the object.
     fn intent(
         &self,
         object: &str,
     ) -> Result<(GroupVersionKind, Option<String>, String, Value), CallError> {
-        let mut value: Value = serde_json::from_str(object)
+        let value: Value = serde_json::from_str(object)
             .map_err(|e| CallError::Invalid(format!("object is not valid JSON: {e}")))?;
         let api_version = value["apiVersion"]
             .as_str()
@@ -151,11 +177,7 @@ impl CallContext {
             .ok_or_else(|| CallError::Invalid("object has no metadata.name".into()))?
             .to_owned();
         let given = value["metadata"]["namespace"].as_str().map(str::to_owned);
-        let namespace = self.namespace(given);
-        if let Some(namespace) = &namespace {
-            value["metadata"]["namespace"] = Value::String(namespace.clone());
-        }
-        Ok((gvk, namespace, name, value))
+        Ok((gvk, self.namespace(given), name, value))
     }
 
     fn owner_reference(&self) -> Result<Value, CallError> {
@@ -177,9 +199,10 @@ impl CallContext {
         }))
     }
 
-    /// Applies `object` (to its `status` if `status`). With `owned`, the reconciled object
-    /// becomes its controller owner; an existing object that the reconciled object does not
-    /// control is refused (409 `AlreadyExists`) unless `adopt` and nothing controls it.
+    /// Applies `object` (to its `status` if `status`) with its namespace filled in (see
+    /// [`CallContext::namespace_of`]). With `owned`, the reconciled object becomes its controller
+    /// owner; an existing object that the reconciled object does not control is refused (409
+    /// `AlreadyExists`) unless `adopt` and nothing controls it.
     async fn apply(
         &self,
         object: String,
@@ -199,12 +222,24 @@ impl CallContext {
                 namespace.as_deref(),
             )?
         };
-        if owned {
+        let namespace = self.namespace_of(&kind, namespace)?;
+        check_segment(&name)?;
+        let owner = if owned {
             let reference = self.owner_reference()?;
             self.may_control(&kind, namespace.as_deref(), &name, &reference, adopt)?;
-            let references = object["metadata"]
-                .as_object_mut()
-                .ok_or_else(|| CallError::Invalid("metadata is not an object".into()))?
+            Some(reference)
+        } else {
+            None
+        };
+        let metadata = object["metadata"]
+            .as_object_mut()
+            .ok_or_else(|| CallError::Invalid("metadata is not an object".into()))?;
+        match &namespace {
+            Some(namespace) => metadata.insert("namespace".into(), namespace.as_str().into()),
+            None => metadata.remove("namespace"),
+        };
+        if let Some(reference) = owner {
+            let references = metadata
                 .entry("ownerReferences")
                 .or_insert_with(|| Value::Array(Vec::new()));
             let references = references.as_array_mut().ok_or_else(|| {
@@ -289,6 +324,24 @@ fn fits_in_guest(objects: &[Arc<str>], memory_bytes: usize) -> Result<(), CallEr
         "the list of {} objects takes {size} bytes, more than the guest's memory limit of \
          {memory_bytes} bytes: narrow it with a namespace or a label selector",
         objects.len()
+    )))
+}
+
+/// Refuses a name that is not one segment of the request's URL path, where it goes as it is:
+/// `x/status` would address the status subresource, `..` the collection, and `?`, `#`, `%`, a
+/// space or a character beyond ASCII would change or break the URL. A name must not be empty,
+/// `.` or `..`, and be of visible ASCII other than `/`, `%`, `?` and `#`.
+fn check_segment(name: &str) -> Result<(), CallError> {
+    let segment = !matches!(name, "" | "." | "..")
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b"/%?#".contains(&b));
+    if segment {
+        return Ok(());
+    }
+    Err(CallError::Invalid(format!(
+        "name {name:?} is not one URL path segment: it must not be empty, `.` or `..`, and be of \
+         visible ASCII other than `/`, `%`, `?` and `#`"
     )))
 }
 
@@ -477,23 +530,24 @@ impl writes::Host for CallState {
         preconditions: writes::Preconditions,
     ) -> wasmtime::Result<Result<(), types::Error>> {
         let context = &self.context;
-        let namespace = context.namespace(namespace);
-        let result =
-            match context.writable(kind.into(), None, &[Verb::Delete], namespace.as_deref()) {
-                Ok(kind) => {
-                    let request = DeleteRequest {
-                        kind,
-                        namespace,
-                        name,
-                        uid: preconditions.uid,
-                        resource_version: preconditions.resource_version,
-                    };
-                    context
-                        .timed(|backend| async move { backend.delete(request).await })
-                        .await
-                }
-                Err(error) => Err(error),
+        let result = async {
+            let namespace = context.namespace(namespace);
+            let kind =
+                context.writable(kind.into(), None, &[Verb::Delete], namespace.as_deref())?;
+            let namespace = context.namespace_of(&kind, namespace)?;
+            check_segment(&name)?;
+            let request = DeleteRequest {
+                kind,
+                namespace,
+                name,
+                uid: preconditions.uid,
+                resource_version: preconditions.resource_version,
             };
+            context
+                .timed(|backend| async move { backend.delete(request).await })
+                .await
+        }
+        .await;
         answer(result, &context.env, &self.limits, "delete")
     }
 
@@ -511,6 +565,8 @@ impl writes::Host for CallState {
             size?;
             let namespace = context.namespace(namespace);
             let kind = context.writable(kind.into(), None, &[Verb::Patch], namespace.as_deref())?;
+            let namespace = context.namespace_of(&kind, namespace)?;
+            check_segment(&name)?;
             let patch: Value = serde_json::from_str(&patch)
                 .map_err(|e| CallError::Invalid(format!("patch is not valid JSON: {e}")))?;
             let request = PatchRequest {
@@ -538,6 +594,7 @@ impl events::Host for CallState {
         let result = async {
             let namespace = context.namespace(event.regarding_namespace);
             let kind = context.readable(event.regarding_kind, Verb::Get, namespace.as_deref())?;
+            let namespace = context.namespace_of(&kind, namespace)?;
             let request = EventRequest {
                 kind,
                 namespace,
@@ -616,7 +673,7 @@ mod tests {
     use crate::config::Config;
     use crate::wasm::backend::Scope;
     use crate::wasm::declaration::Declared;
-    use crate::wasm::fixture::FixtureBackend;
+    use crate::wasm::fixture::{FixtureBackend, Write};
     use crate::wasm::limits::Capture;
     use crate::wasm::permissions::Permissions;
 
@@ -688,9 +745,14 @@ mod tests {
 
     /// The state of a reconcile of ConfigMap `caps/source` with 1 KiB caps on writes and logs.
     fn call(backend: Arc<FixtureBackend>) -> CallState {
+        call_owning(backend, Vec::new())
+    }
+
+    /// As [`call`], for a guest that owns `owns`.
+    fn call_owning(backend: Arc<FixtureBackend>, owns: Vec<GroupVersionKind>) -> CallState {
         let declared = Declared {
             primary: config_map(),
-            owns: Vec::new(),
+            owns,
             watches: Vec::new(),
         };
         let env = GuestEnv::new(
@@ -829,6 +891,158 @@ mod tests {
                     )),
             "{message:?}"
         );
+    }
+
+    fn gvk(kind: &GroupVersionKind) -> types::Gvk {
+        types::Gvk::from(kind.clone())
+    }
+
+    #[tokio::test]
+    async fn a_write_whose_url_would_name_another_object_is_invalid_and_not_sent() {
+        let backend = Arc::new(FixtureBackend::default());
+        let mut call = call(backend.clone());
+        let state = &mut call;
+        let names = [
+            "x/status",
+            "..",
+            ".",
+            "",
+            "x?dryRun=All",
+            "x#y",
+            "x%2Fstatus",
+            "ünï",
+            "x y",
+        ];
+        let namespaces = [
+            "caps?dryRun=All",
+            "caps/configmaps/x",
+            "..",
+            "",
+            "Caps",
+            "caps\0",
+        ];
+        let targets = names
+            .iter()
+            .map(|name| (NAMESPACE, *name))
+            .chain(namespaces.iter().map(|namespace| (*namespace, "target")));
+        for (namespace, name) in targets {
+            let object = serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": name, "namespace": namespace },
+            });
+            let options = writes::ApplyOptions {
+                owned: false,
+                force: true,
+                adopt: false,
+            };
+            let applied = writes::Host::apply(state, object.to_string(), options).await;
+            let status = writes::StatusOptions { force: true };
+            let status = writes::Host::apply_status(state, object.to_string(), status).await;
+            let (kind, given) = (gvk(&config_map()), Some(namespace.to_owned()));
+            let merge = writes::PatchType::Merge;
+            let patched = writes::Host::patch(
+                state,
+                kind.clone(),
+                given.clone(),
+                name.into(),
+                merge,
+                "{}".into(),
+            )
+            .await;
+            let preconditions = writes::Preconditions {
+                uid: None,
+                resource_version: None,
+            };
+            let deleted =
+                writes::Host::delete(state, kind, given, name.into(), preconditions).await;
+            for answer in [
+                applied,
+                status,
+                patched,
+                deleted.map(|r| r.map(|()| String::new())),
+            ] {
+                let message = invalid(answer);
+                assert!(message.is_some(), "{namespace:?}/{name:?}: {message:?}");
+            }
+        }
+        assert!(backend.take_writes().is_empty(), "nothing was sent");
+    }
+
+    #[tokio::test]
+    async fn a_cluster_scoped_object_is_written_and_evented_without_a_namespace() {
+        let role = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRole");
+        let taken = serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": { "name": "taken", "uid": "taken",
+                          "ownerReferences": [{ "uid": "other", "controller": true }] },
+        });
+        let backend = FixtureBackend::new(vec![taken]).with_cluster_scoped(role.clone());
+        let backend = Arc::new(backend);
+        let mut call = call_owning(backend.clone(), vec![role.clone()]);
+        let state = &mut call;
+        let options = writes::ApplyOptions {
+            owned: true,
+            force: true,
+            adopt: true,
+        };
+        // Named in a namespace, the object controlled by another owner is still found.
+        let taken = serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": { "name": "taken", "namespace": "elsewhere" },
+        });
+        let answer = writes::Host::apply(state, taken.to_string(), options).await;
+        assert!(
+            matches!(answer, Ok(Err(types::Error::Api(ref s))) if s.code == 409),
+            "{answer:?}"
+        );
+        let new = serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": { "name": "new" },
+        });
+        let answer = writes::Host::apply(state, new.to_string(), options).await;
+        assert!(matches!(answer, Ok(Ok(_))), "{answer:?}");
+        let preconditions = writes::Preconditions {
+            uid: None,
+            resource_version: None,
+        };
+        let elsewhere = Some("elsewhere".to_owned());
+        let deleted = writes::Host::delete(
+            state,
+            gvk(&role),
+            elsewhere.clone(),
+            "new".into(),
+            preconditions,
+        )
+        .await;
+        assert!(matches!(deleted, Ok(Ok(()))), "{deleted:?}");
+        let event = events::Event {
+            regarding_kind: gvk(&role),
+            regarding_namespace: elsewhere,
+            regarding_name: "new".into(),
+            event_type: events::EventType::Normal,
+            reason: "Tested".into(),
+            action: "Test".into(),
+            note: String::new(),
+        };
+        let recorded = events::Host::record_event(state, event).await;
+        assert!(matches!(recorded, Ok(Ok(()))), "{recorded:?}");
+        let writes = backend.take_writes();
+        let namespaces: Vec<Option<&str>> = writes
+            .iter()
+            .map(|write| match write {
+                Write::Apply(apply) => {
+                    assert!(
+                        apply.object["metadata"].get("namespace").is_none(),
+                        "{apply:?}"
+                    );
+                    apply.namespace.as_deref()
+                }
+                Write::Delete(delete) => delete.namespace.as_deref(),
+                Write::Event(event) => event.namespace.as_deref(),
+                Write::Patch(patch) => patch.namespace.as_deref(),
+            })
+            .collect();
+        assert_eq!(namespaces, [None, None, None], "{writes:?}");
     }
 
     #[tokio::test]
