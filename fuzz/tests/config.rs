@@ -2,7 +2,7 @@
 //!
 //! Any input is either refused with an error that names where it is wrong, or accepted as a
 //! configuration that keeps every documented bound; nothing panics. Under `cargo test` each
-//! target runs random inputs for a few seconds; `tests/fuzz TARGET` runs it coverage-guided.
+//! target runs random inputs for a few seconds; `fuzz/run TARGET` runs it coverage-guided.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -14,7 +14,7 @@ use kubewasm::config::{
     Config, ConfigError, Grant, MAX_CONCURRENCY, MIN_CAP_BYTES, MIN_MEMORY_BYTES, ModuleConfig,
     QueueConfig,
 };
-use kubewasm_tests::fuzz::{Draw, test_time};
+use kubewasm_fuzz::{Draw, test_time};
 use serde_json::{Value, json};
 
 /// How long each target runs under `cargo test` by default.

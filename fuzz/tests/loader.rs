@@ -5,7 +5,7 @@
 //! inputs are real components (guests of both contract versions and of another world) mutated
 //! at the byte and at the section level, truncated or spliced, generated core modules, bare and
 //! wrapped in a component, and raw bytes. Under `cargo test` it runs random inputs for a few
-//! seconds and prints the slowest load; `tests/fuzz loader` runs it coverage-guided.
+//! seconds and prints the slowest load; `fuzz/run loader` runs it coverage-guided.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
@@ -15,7 +15,7 @@ use arbitrary::Unstructured;
 use kubewasm::wasm::module::{LoadError, load_bytes};
 use kubewasm::wasm::runtime::Runtime;
 use kubewasm::wasm::state::Limits;
-use kubewasm_tests::fuzz::{Draw, test_time};
+use kubewasm_fuzz::{Draw, test_time};
 use kubewasm_tests::guest_wasm;
 
 /// How long the target runs under `cargo test` by default.

@@ -11,7 +11,6 @@
 //! started with them (`KUBEWASM_APISERVER_ARGS`, see `deploy/local/README.md`).
 #![warn(missing_docs)]
 
-pub mod fuzz;
 pub mod podset;
 pub mod prometheus;
 pub mod registry;

@@ -39,12 +39,13 @@ use kubewasm::wasm::module::{self, Module};
 use kubewasm::wasm::permissions::Permissions;
 use kubewasm::wasm::runtime::Runtime;
 use kubewasm::wasm::state::Limits;
+use kubewasm_fuzz::test_time;
 use kubewasm_tests::{
     WAIT, control_plane, eventually, free_ports, guest_wasm, http_get, with_host_args,
 };
 use serde_json::{Value, json};
 
-/// How long bolero runs random programs under `cargo test`.
+/// How long bolero runs random programs under `cargo test` by default.
 const TEST_TIME: Duration = Duration::from_secs(8);
 
 /// The namespace of the reconciled ConfigMap in the fixture, and another one.
@@ -542,13 +543,13 @@ fn random_programs_keep_the_contract() {
         .len(16usize..=512);
     bolero::check!()
         .with_generator(programs)
-        .with_test_time(TEST_TIME)
+        .with_test_time(test_time(TEST_TIME))
         .for_each(|program: &Vec<u8>| {
             harness.run(program, Profile::Narrow);
             harness.run(program, Profile::Open);
         });
     eprintln!(
-        "fuzz_contract: {} program runs, {} host calls in {:.1?}",
+        "contract: {} program runs, {} host calls in {:.1?}",
         harness.programs.load(Ordering::Relaxed),
         harness.calls.load(Ordering::Relaxed),
         start.elapsed()
