@@ -173,10 +173,11 @@ fn is_namespace(namespace: &str) -> bool {
         && bytes[bytes.len() - 1] != b'-'
 }
 
-/// Whether `name` is one path segment of a URL that names exactly the object: not empty, `.` or
-/// `..`, and visible ASCII other than `/`, `%`, `?` and `#`.
+/// Whether `name` is one path segment of a URL that names exactly the object: at most 253
+/// bytes, not empty, `.` or `..`, and visible ASCII other than `/`, `%`, `?` and `#`.
 fn is_segment(name: &str) -> bool {
-    !matches!(name, "" | "." | "..")
+    name.len() <= 253
+        && !matches!(name, "" | "." | "..")
         && name
             .bytes()
             .all(|b| b.is_ascii_graphic() && !b"/%?#".contains(&b))

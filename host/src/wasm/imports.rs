@@ -4,9 +4,11 @@
 //! [`link_cache`]).
 //!
 //! A write or event names exactly one object: its namespace is dropped for a cluster-scoped kind
-//! and must otherwise be a DNS-1123 label, and a write's name must be one URL path segment (not
-//! empty, `.` or `..`, of visible ASCII other than `/`, `%`, `?` and `#`); any other is `invalid`
-//! and nothing is sent.
+//! and must otherwise be a DNS-1123 label, and its name must be one URL path segment of at most
+//! 253 bytes (not `.` or `..`, of visible ASCII other than `/`, `%`, `?` and `#`); any other is
+//! `invalid` and nothing is sent. An event's reason and action have 1 to 128 bytes and its note at most
+//! 1024, as the API server requires; checked before the event counts into a series, so what the
+//! API server would refuse takes no memory in the host.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -327,11 +329,48 @@ fn fits_in_guest(objects: &[Arc<str>], memory_bytes: usize) -> Result<(), CallEr
     )))
 }
 
-/// Refuses a name that is not one segment of the request's URL path, where it goes as it is:
+/// Longest reason and action of an Event, as the API server takes them.
+const EVENT_WORD_BYTES: usize = 128;
+/// Longest note of an Event, as the API server takes it.
+const EVENT_NOTE_BYTES: usize = 1024;
+/// Longest name of an object.
+const NAME_BYTES: usize = 253;
+
+/// Refuses an Event the API server would refuse: it names no object (see [`check_segment`]),
+/// or its reason or action is empty or longer than [`EVENT_WORD_BYTES`], or its note longer
+/// than [`EVENT_NOTE_BYTES`]. Checked before the event is counted into a series, so that what a
+/// guest asks for and the API server refuses takes no memory in the host.
+fn check_event(event: &EventRequest) -> Result<(), CallError> {
+    check_segment(&event.name)?;
+    for (field, value) in [("reason", &event.reason), ("action", &event.action)] {
+        if value.is_empty() || value.len() > EVENT_WORD_BYTES {
+            return Err(CallError::Invalid(format!(
+                "an event's {field} must have 1 to {EVENT_WORD_BYTES} bytes, not {}",
+                value.len()
+            )));
+        }
+    }
+    if event.note.len() > EVENT_NOTE_BYTES {
+        return Err(CallError::Invalid(format!(
+            "an event's note must have at most {EVENT_NOTE_BYTES} bytes, not {}",
+            event.note.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a name longer than [`NAME_BYTES`], or not one segment of the request's URL path,
+/// where it goes as it is:
 /// `x/status` would address the status subresource, `..` the collection, and `?`, `#`, `%`, a
 /// space or a character beyond ASCII would change or break the URL. A name must not be empty,
 /// `.` or `..`, and be of visible ASCII other than `/`, `%`, `?` and `#`.
 fn check_segment(name: &str) -> Result<(), CallError> {
+    if name.len() > NAME_BYTES {
+        return Err(CallError::Invalid(format!(
+            "a name has at most {NAME_BYTES} bytes, not {}",
+            name.len()
+        )));
+    }
     let segment = !matches!(name, "" | "." | "..")
         && name
             .bytes()
@@ -604,6 +643,7 @@ impl events::Host for CallState {
                 action: event.action,
                 note: event.note,
             };
+            check_event(&request)?;
             context
                 .timed(|backend| async move { backend.event(request).await })
                 .await
@@ -966,6 +1006,62 @@ mod tests {
             }
         }
         assert!(backend.take_writes().is_empty(), "nothing was sent");
+    }
+
+    #[tokio::test]
+    async fn an_event_the_api_server_would_refuse_is_invalid_and_nothing_is_kept() {
+        let backend = Arc::new(FixtureBackend::default());
+        let mut call = call(backend.clone());
+        let event = |name: &str, reason: &str, action: &str, note: &str| events::Event {
+            regarding_kind: gvk(&config_map()),
+            regarding_namespace: None,
+            regarding_name: name.into(),
+            event_type: events::EventType::Normal,
+            reason: reason.into(),
+            action: action.into(),
+            note: note.into(),
+        };
+        let long = "x".repeat(1 << 20);
+        for (what, refused) in [
+            (
+                "a name longer than any object's",
+                event(&long, "R", "A", ""),
+            ),
+            ("a name that is no object's", event("a/b", "R", "A", "")),
+            ("an empty reason", event("source", "", "A", "")),
+            (
+                "a reason over 128 bytes",
+                event("source", &"r".repeat(129), "A", ""),
+            ),
+            ("an empty action", event("source", "R", "", "")),
+            (
+                "an action over 128 bytes",
+                event("source", "R", &"a".repeat(129), ""),
+            ),
+            (
+                "a note over 1024 bytes",
+                event("source", "R", "A", &"n".repeat(1025)),
+            ),
+        ] {
+            let answer = events::Host::record_event(&mut call, refused).await;
+            assert!(
+                matches!(answer, Ok(Err(types::Error::Invalid(_)))),
+                "{what}: {answer:?}"
+            );
+        }
+        let at_the_bounds = event(
+            &"s".repeat(253),
+            &"r".repeat(128),
+            &"a".repeat(128),
+            &"n".repeat(1024),
+        );
+        let answer = events::Host::record_event(&mut call, at_the_bounds).await;
+        assert!(matches!(answer, Ok(Ok(()))), "{answer:?}");
+        assert_eq!(
+            backend.take_writes().len(),
+            1,
+            "only the event within the bounds"
+        );
     }
 
     #[tokio::test]

@@ -318,7 +318,7 @@ impl Run<'_> {
                 "fuzz-b".into(),
                 "decoy".into(),
                 "UPPER".into(),
-                "x".repeat(300),
+                "x".repeat(253),
             ];
             return (good[byte % good.len()].clone(), Form::Good);
         }
@@ -335,6 +335,7 @@ impl Run<'_> {
             "../decoy",
             " fuzz-a",
             "fuzz-a\n",
+            &"x".repeat(254),
         ];
         (bad[byte % bad.len()].into(), Form::Bad)
     }
@@ -662,7 +663,7 @@ impl Run<'_> {
     fn event(&mut self) {
         let kind = self.kind();
         let (ns, ns_form) = self.namespace(&kind);
-        let (name, _) = self.name();
+        let (name, name_form) = self.name();
         let event_type = if self.program.byte() & 1 == 0 {
             events::EventType::Normal
         } else {
@@ -683,8 +684,17 @@ impl Run<'_> {
             2 => "n".repeat(2000),
             _ => "x".repeat(self.program.size()),
         };
-        let short = reason.len() <= 128 && action.len() <= 128 && note.len() <= 1024;
-        let form = Form::all(&[ns_form, if short { Form::Good } else { Form::Other }]);
+        // The host refuses what the API server would: an empty or long reason or action, a long
+        // note. It sends a reason with NUL, which the API server may refuse.
+        let sized = |s: &str| (1..=128).contains(&s.len());
+        let fields = if !sized(&reason) || !sized(&action) || note.len() > 1024 {
+            Form::Bad
+        } else if reason.contains('\0') {
+            Form::Other
+        } else {
+            Form::Good
+        };
+        let form = Form::all(&[ns_form, name_form, fields]);
         let event = events::Event {
             regarding_kind: kind.clone(),
             regarding_namespace: ns.clone(),
