@@ -202,3 +202,25 @@ pub const ODD: &[&str] = &[
     "-1s",
     "0s",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Any bytes draw a value, and the same bytes the same one. (Every test binary of this
+    /// package links the fuzzer, this one too.)
+    #[test]
+    fn any_bytes_draw_the_same_value_again() {
+        bolero::check!().for_each(|bytes: &[u8]| {
+            let draw = |bytes| {
+                let mut draw = Draw::new(bytes);
+                (
+                    draw.json(4, &["a"], &["b"]),
+                    draw.bytes(64),
+                    draw.below(1000),
+                )
+            };
+            assert_eq!(draw(bytes), draw(bytes));
+        });
+    }
+}
