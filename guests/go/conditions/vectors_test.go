@@ -33,6 +33,9 @@ func TestAgreesWithApimachinery(t *testing.T) {
 	if err := json.Unmarshal(text, &file); err != nil {
 		t.Fatal(err)
 	}
+	if len(file.Vectors) == 0 {
+		t.Fatal("no vectors")
+	}
 	for _, v := range file.Vectors {
 		t.Run(v.Name, func(t *testing.T) {
 			list := slices.Clone(v.Conditions)

@@ -29,6 +29,9 @@ func TestAgreesWithApimachinery(t *testing.T) {
 	if err := json.Unmarshal(text, &file); err != nil {
 		t.Fatal(err)
 	}
+	if len(file.Vectors) == 0 {
+		t.Fatal("no vectors")
+	}
 	for _, v := range file.Vectors {
 		if v.Selector == nil {
 			// A LabelSelector is a value, never nil: a *LabelSelector field tells an absent

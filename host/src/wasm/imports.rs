@@ -5,10 +5,10 @@
 //!
 //! A write or event names exactly one object: its namespace is dropped for a cluster-scoped kind
 //! and must otherwise be a DNS-1123 label, and its name must be one URL path segment of at most
-//! 253 bytes (not `.` or `..`, of visible ASCII other than `/`, `%`, `?` and `#`); any other is
-//! `invalid` and nothing is sent. An event's reason and action have 1 to 128 bytes and its note at most
-//! 1024, as the API server requires; checked before the event counts into a series, so what the
-//! API server would refuse takes no memory in the host.
+//! 253 bytes (not `.` or `..`, of visible ASCII that a URL path carries, other than `/`, `%`,
+//! `?` and `#`); any other is `invalid` and nothing is sent. An event's reason and action have 1
+//! to 128 bytes and its note at most 1024, as the API server requires; checked before the event
+//! counts into a series, so that such fields take no memory in the host.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -336,10 +336,10 @@ const EVENT_NOTE_BYTES: usize = 1024;
 /// Longest name of an object.
 const NAME_BYTES: usize = 253;
 
-/// Refuses an Event the API server would refuse: it names no object (see [`check_segment`]),
-/// or its reason or action is empty or longer than [`EVENT_WORD_BYTES`], or its note longer
-/// than [`EVENT_NOTE_BYTES`]. Checked before the event is counted into a series, so that what a
-/// guest asks for and the API server refuses takes no memory in the host.
+/// Refuses an Event that names no object (see [`check_segment`]), or whose reason or action is
+/// empty or longer than [`EVENT_WORD_BYTES`], or note longer than [`EVENT_NOTE_BYTES`], as the
+/// API server does. Checked before the event is counted into a series, so that such fields take
+/// no memory in the host.
 fn check_event(event: &EventRequest) -> Result<(), CallError> {
     check_segment(&event.name)?;
     for (field, value) in [("reason", &event.reason), ("action", &event.action)] {
@@ -360,10 +360,10 @@ fn check_event(event: &EventRequest) -> Result<(), CallError> {
 }
 
 /// Refuses a name longer than [`NAME_BYTES`], or not one segment of the request's URL path,
-/// where it goes as it is:
-/// `x/status` would address the status subresource, `..` the collection, and `?`, `#`, `%`, a
-/// space or a character beyond ASCII would change or break the URL. A name must not be empty,
-/// `.` or `..`, and be of visible ASCII other than `/`, `%`, `?` and `#`.
+/// where it goes as it is: `x/status` would address the status subresource, `..` the
+/// collection, `?`, `#` and `%` would change the URL, and a space, a character beyond ASCII or
+/// one such as `<` or `` ` `` cannot be in it. A name must not be empty, `.` or `..`, and be of
+/// visible ASCII that a URL path carries as it is, other than `/`, `%`, `?` and `#`.
 fn check_segment(name: &str) -> Result<(), CallError> {
     if name.len() > NAME_BYTES {
         return Err(CallError::Invalid(format!(
@@ -374,13 +374,14 @@ fn check_segment(name: &str) -> Result<(), CallError> {
     let segment = !matches!(name, "" | "." | "..")
         && name
             .bytes()
-            .all(|b| b.is_ascii_graphic() && !b"/%?#".contains(&b));
+            .all(|b| b.is_ascii_graphic() && !b"/%?#".contains(&b))
+        && http::uri::PathAndQuery::try_from(format!("/{name}")).is_ok();
     if segment {
         return Ok(());
     }
     Err(CallError::Invalid(format!(
         "name {name:?} is not one URL path segment: it must not be empty, `.` or `..`, and be of \
-         visible ASCII other than `/`, `%`, `?` and `#`"
+         visible ASCII that a URL path carries, other than `/`, `%`, `?` and `#`"
     )))
 }
 
@@ -952,6 +953,8 @@ mod tests {
             "x%2Fstatus",
             "ünï",
             "x y",
+            "x<y>",
+            "x`y",
         ];
         let namespaces = [
             "caps?dryRun=All",

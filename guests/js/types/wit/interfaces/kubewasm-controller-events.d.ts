@@ -3,7 +3,7 @@ declare module 'kubewasm:controller/events@0.2.0' {
   /**
    * Records an event. Events are best effort: repeated ones may be merged or dropped. The
    * object is named as for a write; a reason or action that is empty or over 128 bytes, or a
-   * note over 1024 bytes, is `invalid`, as the API server would refuse it.
+   * note over 1024 bytes, is `invalid`, as the API server refuses those fields.
    */
   export function recordEvent(event: Event): void;
   export type Gvk = import('kubewasm:controller/types@0.2.0').Gvk;
