@@ -299,10 +299,20 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| repo_root().join("target"))
 }
 
+/// Runs cargo in the repository. Guests are built as the workspace builds them, also from a test
+/// binary that a fuzzer built with another toolchain (`rustup run`) and instrumentation flags:
+/// those are left out, and the toolchain is the repository's.
 fn cargo(args: &[&str]) {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let overridden = std::env::var_os("RUSTUP_TOOLCHAIN").is_some();
+    let cargo = match std::env::var("CARGO") {
+        Ok(cargo) if !overridden => cargo,
+        _ => "cargo".into(),
+    };
     let status = Command::new(cargo)
         .args(args)
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("RUSTFLAGS")
+        .env_remove("RUSTDOCFLAGS")
         .current_dir(repo_root())
         .status()
         .unwrap_or_else(|error| panic!("running cargo {args:?}: {error}"));
