@@ -2,9 +2,10 @@ package conditions
 
 import (
 	"encoding/json"
-	"os"
 	"slices"
 	"testing"
+
+	"kubewasm.dev/guest/internal/vectors"
 )
 
 // vector is a list of conditions and steps on it, with apimachinery's answers
@@ -25,18 +26,7 @@ type vector struct {
 }
 
 func TestAgreesWithApimachinery(t *testing.T) {
-	text, err := os.ReadFile("../../vectors/conditions.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct{ Vectors []vector }
-	if err := json.Unmarshal(text, &file); err != nil {
-		t.Fatal(err)
-	}
-	if len(file.Vectors) == 0 {
-		t.Fatal("no vectors")
-	}
-	for _, v := range file.Vectors {
+	for _, v := range vectors.Load[vector](t, "conditions.json") {
 		t.Run(v.Name, func(t *testing.T) {
 			list := slices.Clone(v.Conditions)
 			for i, s := range v.Steps {

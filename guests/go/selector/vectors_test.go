@@ -3,8 +3,9 @@ package selector
 import (
 	"encoding/json"
 	"errors"
-	"os"
 	"testing"
+
+	"kubewasm.dev/guest/internal/vectors"
 )
 
 // vector is a selector and what apimachinery makes of it (guests/vectors/selectors.json).
@@ -21,18 +22,7 @@ type vector struct {
 }
 
 func TestAgreesWithApimachinery(t *testing.T) {
-	text, err := os.ReadFile("../../vectors/selectors.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct{ Vectors []vector }
-	if err := json.Unmarshal(text, &file); err != nil {
-		t.Fatal(err)
-	}
-	if len(file.Vectors) == 0 {
-		t.Fatal("no vectors")
-	}
-	for _, v := range file.Vectors {
+	for _, v := range vectors.Load[vector](t, "selectors.json") {
 		if v.Selector == nil {
 			// A LabelSelector is a value, never nil: a *LabelSelector field tells an absent
 			// selector (which matches nothing) from an empty one.
