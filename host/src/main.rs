@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kubewasm::cluster::gate::Gate;
 use kubewasm::cluster::leader::{self, ElectionConfig, LeaderElector, LeaderError, Leadership};
 use kubewasm::cluster::retry_after;
 use kubewasm::cmd::cli::{Cli, Command, LogFormat};
@@ -51,22 +52,18 @@ async fn main() -> anyhow::Result<ExitCode> {
             }
             tokio::spawn(stop_on_signal(shutdown.clone()));
             let client = client(args.kubeconfig.as_deref()).await?;
-            let leadership = if manager.leader_elect {
+            let elector = manager.leader_elect.then(|| {
                 let namespace = manager
                     .leader_election_namespace
                     .unwrap_or_else(leader::default_namespace);
                 let election =
                     ElectionConfig::new(namespace, manager.leader_election_id, manager.lease);
-                started.set_standby(true);
-                let leadership =
-                    lead(LeaderElector::new(client.clone(), election), &shutdown).await?;
-                started.set_standby(false);
-                match leadership {
-                    Some(leadership) => Some(leadership),
-                    None => return Ok(ExitCode::SUCCESS),
-                }
+                LeaderElector::new(client.clone(), election)
+            });
+            let gate = if elector.is_some() {
+                Gate::closed()
             } else {
-                None
+                Gate::open()
             };
             let mut runtime = Runtime::new()?;
             if !args.no_compile_cache
@@ -78,8 +75,15 @@ async fn main() -> anyhow::Result<ExitCode> {
                 .module_store_dir
                 .or_else(ModuleStore::default_dir)
                 .map_or_else(ModuleStore::none, ModuleStore::new);
-            let host = Host::start(&config, client, runtime, store, !args.no_reload);
-            return run_host(host, started, shutdown, leadership).await;
+            let host = Host::start(
+                &config,
+                client,
+                runtime,
+                store,
+                !args.no_reload,
+                gate.clone(),
+            );
+            return run_host(host, started, shutdown, elector, gate).await;
         }
         Command::Check {
             module,
@@ -185,7 +189,7 @@ async fn main() -> anyhow::Result<ExitCode> {
 
 /// Waits until this process leads; `None` when shutdown came first.
 async fn lead(
-    elector: LeaderElector,
+    elector: &LeaderElector,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Option<Leadership>> {
     let election = elector.config();
@@ -207,14 +211,17 @@ async fn lead(
     }
 }
 
-/// Starts the host and runs it until shutdown, then releases `leadership`. When leadership is
-/// lost first, stops reconciling at once and fails, so that the process is restarted as a
-/// standby.
+/// Starts the host and runs it until shutdown. With an `elector`, the host starts as a warm
+/// standby (informers listing, modules loading) while it waits for leadership, and `gate`
+/// opens once it leads; on shutdown the Lease is released after the reconciles in flight end.
+/// When leadership is lost, stops reconciling at once and fails, so that the process is
+/// restarted as a standby.
 async fn run_host(
     host: impl Future<Output = Result<Host, HostError>>,
     started: Started,
     shutdown: CancellationToken,
-    leadership: Option<Leadership>,
+    elector: Option<LeaderElector>,
+    gate: Gate,
 ) -> anyhow::Result<ExitCode> {
     let run = async {
         let host = host.await?;
@@ -222,12 +229,26 @@ async fn run_host(
         host.run(shutdown.clone()).await;
         anyhow::Ok(())
     };
+    let Some(elector) = elector else {
+        run.await?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    started.set_election(&elector.config().name, gate.clone());
+    let mut run = std::pin::pin!(run);
+    let leadership = tokio::select! {
+        ran = &mut run => {
+            ran?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        led = lead(&elector, &shutdown) => led?,
+    };
     let Some(leadership) = leadership else {
         run.await?;
         return Ok(ExitCode::SUCCESS);
     };
+    gate.let_through();
     let ran = tokio::select! {
-        ran = run => Some(ran),
+        ran = &mut run => Some(ran),
         () = leadership.lost() => None,
     };
     let Some(ran) = ran else {

@@ -52,7 +52,7 @@ metadata: {{name: kubewasm-leader-election, namespace: {namespace}}}
 rules:
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
-  verbs: [get, create, update]
+  verbs: [get, list, watch, create, update]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding

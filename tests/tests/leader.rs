@@ -1,6 +1,7 @@
 //! Leader election: of two hosts sharing a Lease exactly one reconciles; when it is killed the
 //! standby takes over once the Lease expires; a host stopped with SIGTERM releases the Lease; a
-//! leader that reads another holder in the Lease stops at once.
+//! leader that reads another holder in the Lease stops at once; a standby is warm: its modules
+//! are loaded and its caches listed before it leads, and it reconciles nothing until then.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::{Api, Client};
-use kubewasm_tests::{HostProcess, WAIT, control_plane, eventually, mirrored, module_config};
+use kubewasm_tests::prometheus::{self, has};
+use kubewasm_tests::{
+    HostProcess, WAIT, control_plane, eventually, free_ports, http_get, mirrored, module_config,
+};
 
 const LEASE: &str = "mirror-leader";
 
@@ -197,5 +201,118 @@ async fn a_leader_that_reads_another_holder_stops_before_its_renew_deadline() ->
         "the host never writes over a Lease another candidate holds"
     );
     eprintln!("the host stopped leading {stopped:.1?} after another candidate took the Lease");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_standby_is_warm_and_reconciles_nothing_until_it_leads() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("leader-warm").await?;
+    let config = module_config("mirror", ns.name());
+    let [leader_port, standby_port] = free_ports()?;
+    let (leader_address, standby_address) = (
+        format!("127.0.0.1:{leader_port}"),
+        format!("127.0.0.1:{standby_port}"),
+    );
+    let listen = |address: &str| {
+        [
+            "--metrics-bind-address".to_owned(),
+            address.to_owned(),
+            "--health-probe-bind-address".to_owned(),
+            address.to_owned(),
+        ]
+    };
+    let with = |address: &str| {
+        let mut args: Vec<String> = election(ns.name()).map(str::to_owned).to_vec();
+        args.extend(listen(address));
+        args
+    };
+    let leader_args = with(&leader_address);
+    let leader_args: Vec<&str> = leader_args.iter().map(String::as_str).collect();
+    let leader = HostProcess::start_with(&format!("{}-a", ns.name()), &config, &leader_args)?;
+    let leases = Api::<Lease>::namespaced(client.clone(), ns.name());
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
+    eventually("the first host to lead", WAIT, || async {
+        Ok(leader.log().contains("became leader").then_some(()))
+    })
+    .await?;
+    mirrored(&config_maps, "first").await?;
+
+    let standby_args = with(&standby_address);
+    let standby_args: Vec<&str> = standby_args.iter().map(String::as_str).collect();
+    let standby = HostProcess::start_with(&format!("{}-b", ns.name()), &config, &standby_args)?;
+    let warm = eventually("the standby to be ready and warm", WAIT, || async {
+        let (status, _) = match http_get(&standby_address, "/readyz").await {
+            Ok(answer) => answer,
+            Err(_) => return Ok(None),
+        };
+        let metrics = prometheus::scrape(standby_address.parse()?).await?;
+        let loaded = prometheus::sum(&metrics, "kubewasm_module_loads_total", |_| true);
+        let cached = prometheus::sum(&metrics, "kubewasm_cache_objects", |l| {
+            has(l, "kind", "ConfigMap")
+        });
+        Ok((status == 200 && loaded == 1.0 && cached >= 2.0).then_some(metrics))
+    })
+    .await;
+    let checked = async {
+        let metrics = warm?;
+        let lead = |m: &str| prometheus::sum(m, "leader_election_master_status", |_| true);
+        ensure!(lead(&metrics) == 0.0, "the standby reports that it leads");
+        let leader_metrics = prometheus::scrape(leader_address.parse()?).await?;
+        ensure!(
+            lead(&leader_metrics) == 1.0,
+            "the leader reports that it leads"
+        );
+        // A change while the standby is warm: the leader mirrors it, the standby queues it.
+        mirrored(&config_maps, "second").await?;
+        let metrics = prometheus::scrape(standby_address.parse()?).await?;
+        let reconciled = prometheus::sum(&metrics, "controller_runtime_reconcile_total", |_| true);
+        ensure!(
+            reconciled == 0.0,
+            "the standby reconciled {reconciled} times"
+        );
+        let queued = prometheus::sum(&metrics, "workqueue_depth", |_| true);
+        ensure!(
+            queued >= 2.0,
+            "the standby queued {queued} keys, not every source"
+        );
+        ensure!(
+            !standby.log().contains("became leader"),
+            "the standby became leader while the leader ran"
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(error) = checked {
+        eprintln!("leader's log:\n{}", leader.log());
+        eprintln!("standby's log:\n{}", standby.log());
+        return Err(error);
+    }
+
+    ensure!(leader.stop()?, "the leader exits cleanly on SIGTERM");
+    let took_over = async {
+        mirrored(&config_maps, "third").await?;
+        let log = standby.log();
+        let (before, after) = log
+            .split_once("became leader")
+            .context("the standby logs that it became leader")?;
+        ensure!(
+            before.contains("module loaded") && !after.contains("module loaded"),
+            "the standby loaded its module before it led, not after"
+        );
+        let holder = holder_of(&leases).await?;
+        ensure!(
+            identity(&standby).as_deref() == Some(holder.as_str()),
+            "the standby holds the Lease, not {holder:?}"
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(error) = took_over {
+        eprintln!("standby's log:\n{}", standby.log());
+        return Err(error);
+    }
+    ensure!(standby.stop()?, "the new leader exits cleanly on SIGTERM");
     Ok(())
 }

@@ -15,17 +15,24 @@
 //!   by default);
 //! - [`Leadership::release`] stops renewing and empties the holder with a one-second duration,
 //!   so a standby takes over at once; a renewal cancelled in flight may still land, so a
-//!   conflicting release reads the Lease again and retries.
+//!   conflicting release reads the Lease again and retries;
+//! - a candidate watches the Lease and tries again on every change of it, and when the record
+//!   it last saw expires, besides every retry period: a released Lease is taken within a round
+//!   trip, an expired one as soon as it expires.
 
 use std::hash::{BuildHasher, RandomState};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use futures::StreamExt;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
@@ -196,6 +203,22 @@ struct Observed {
     at: Instant,
 }
 
+impl Observed {
+    /// When the record expires unless it changes, by this process's clock.
+    fn expiry(&self) -> Instant {
+        expiry(&self.spec, self.at)
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 impl LeaderElector {
     /// A candidate using `client`.
     pub fn new(client: Client, config: ElectionConfig) -> Self {
@@ -210,13 +233,17 @@ impl LeaderElector {
         &self.config
     }
 
-    /// Tries every retry period until this process holds the Lease, then renews it in the
-    /// background. Fails only with [`LeaderError::Cancelled`] once `shutdown` is cancelled;
-    /// API errors are logged and retried.
+    /// Tries until this process holds the Lease, then renews it in the background: every retry
+    /// period, on every change of the Lease and when the record last seen expires. Fails only
+    /// with [`LeaderError::Cancelled`] once `shutdown` is cancelled; API errors are logged and
+    /// retried.
     pub async fn run_until_leading(
         &self,
         shutdown: &CancellationToken,
     ) -> Result<Leadership, LeaderError> {
+        let changed = Arc::new(Notify::new());
+        let watch = tokio::spawn(self.clone().watch(changed.clone()));
+        let _stop_watching = AbortOnDrop(watch);
         let mut observed = None;
         loop {
             let attempt = self.attempt(&mut observed, self.config.timings.renew_deadline);
@@ -227,9 +254,31 @@ impl LeaderElector {
             if attempt == Attempt::Held {
                 return Ok(self.lead(observed));
             }
+            let retry = self.config.timings.retry_period;
+            let wait = observed.as_ref().map_or(retry, |seen| {
+                retry.min(seen.expiry().saturating_duration_since(Instant::now()))
+            });
             tokio::select! {
-                () = sleep(self.config.timings.retry_period) => {}
+                () = sleep(wait) => {}
+                () = changed.notified() => {}
                 () = shutdown.cancelled() => return Err(LeaderError::Cancelled),
+            }
+        }
+    }
+
+    /// Notifies `changed` of every change of the Lease, until aborted.
+    async fn watch(self, changed: Arc<Notify>) {
+        let config =
+            watcher::Config::default().fields(&format!("metadata.name={}", self.config.name));
+        let events = watcher(self.api.clone(), config).default_backoff();
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => changed.notify_one(),
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::debug!(lease = %self.lease_name(), %error, "watching the Lease")
+                }
             }
         }
     }
@@ -432,8 +481,14 @@ impl Leadership {
 /// Whether the record `spec`, unchanged since `seen_at`, has expired at `now`: its
 /// `leaseDurationSeconds` (0 when absent) have passed on this process's clock.
 fn expired(spec: &LeaseSpec, seen_at: Instant, now: Instant) -> bool {
+    now >= expiry(spec, seen_at)
+}
+
+/// When the record `spec`, unchanged since `seen_at`, expires: its `leaseDurationSeconds` (0
+/// when absent) later.
+fn expiry(spec: &LeaseSpec, seen_at: Instant) -> Instant {
     let seconds = u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0);
-    now >= seen_at + Duration::from_secs(seconds)
+    seen_at + Duration::from_secs(seconds)
 }
 
 /// Whether `identity` may write the record `spec`: it holds it already, nobody holds it, or the

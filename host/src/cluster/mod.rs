@@ -1,10 +1,11 @@
 //! The cluster layer: what the host knows of Kubernetes, shared by every guest. Label selectors
 //! and selections, informers (list, then watch, relist on 410) and the caches they fill, the
-//! view each guest reads through, leader election on a Lease, and the API client's keeping of
+//! view each guest reads through, leader election on a Lease and the gate a standby waits at, and the API client's keeping of
 //! `Retry-After`. Nothing here knows
 //! WebAssembly or the guests' contract.
 
 pub mod cache;
+pub mod gate;
 pub mod leader;
 pub mod managed;
 pub mod retry_after;

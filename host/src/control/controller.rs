@@ -9,7 +9,8 @@
 //! the finalizer removed without `finalize`: it is no longer the guest's; a finalizer that an
 //! earlier module of the guest declared on the same primary selection while the host ran is
 //! replaced by the current one;
-//! replacing the module is atomic at the next dequeue and re-enqueues every key.
+//! replacing the module is atomic at the next dequeue and re-enqueues every key; behind a closed
+//! gate (a standby) keys are queued but none is reconciled until the gate opens.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
@@ -23,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::cluster::cache::{CachedObject, Change, ObjectKey};
+use crate::cluster::gate::Gate;
 use crate::cluster::selection::Selection;
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::view::View;
@@ -143,6 +145,8 @@ pub struct Controller {
     /// have left a label selector, and is looked up live once. Filled only when the primary
     /// selection has a label selector.
     gone_holding: Arc<Mutex<HashSet<ObjectKey>>>,
+    /// Open while this replica may reconcile.
+    gate: Gate,
 }
 
 /// Objects being deleted that still wait for a guest's `finalize`.
@@ -183,7 +187,7 @@ impl Unmapped {
 
 impl Controller {
     /// Starts a guest: acquires the informers its module declares, subscribes its triggers and
-    /// spawns its workers into `tasks`.
+    /// spawns its workers into `tasks`, which reconcile once `gate` opens.
     pub fn start(
         runtime: Runtime,
         resources: Arc<Resources>,
@@ -191,6 +195,7 @@ impl Controller {
         module: Arc<Module>,
         settings: Settings,
         tasks: &TaskTracker,
+        gate: Gate,
     ) -> Arc<Self> {
         let plan = Plan::new(&module.metadata, &settings.namespaces);
         let all = plan.all();
@@ -246,6 +251,7 @@ impl Controller {
             counters: Counters::default(),
             finalizing: Mutex::default(),
             gone_holding: Arc::default(),
+            gate,
         });
         let primary_kind = module.metadata.primary.kind.clone();
         let mut subscriptions = Vec::new();
@@ -598,6 +604,10 @@ impl Controller {
                 () = informer.synced() => {}
                 () = self.stop.cancelled() => return,
             }
+        }
+        tokio::select! {
+            () = self.gate.opened() => {}
+            () = self.stop.cancelled() => return,
         }
         while let Some(item) = self.queue.next().await {
             let start = Instant::now();

@@ -33,6 +33,7 @@ use kube::Client;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::cluster::gate::Gate;
 use crate::cluster::watch::{Informer, Informers, Resources};
 use crate::config::{Config, ModuleConfig, QueueConfig};
 use crate::control::access;
@@ -191,18 +192,22 @@ struct Shared {
     closing: CancellationToken,
     /// Objects carrying the finalizers of guests no longer running.
     orphans: Arc<Mutex<Vec<Arc<Orphans>>>>,
+    /// Open while this replica may reconcile and write.
+    gate: Gate,
 }
 
 impl Host {
     /// Loads every module of `config` and starts its controller, then watches the modules'
     /// folders for changes when `watch` is set. Fails without starting anything if one module
-    /// is invalid.
+    /// is invalid. Informers run and modules load at once; reconciles and the status of
+    /// controller objects wait until `gate` opens.
     pub async fn start(
         config: &Config,
         client: Client,
         runtime: Runtime,
         store: ModuleStore,
         watch: bool,
+        gate: Gate,
     ) -> Result<Self, HostError> {
         let resources = Arc::new(Resources::new(client));
         let shared = Arc::new(Shared {
@@ -218,6 +223,7 @@ impl Host {
             stopping: AtomicBool::new(false),
             closing: CancellationToken::new(),
             orphans: Arc::default(),
+            gate,
         });
         let mut loaded = Vec::new();
         for module_config in &config.modules {
@@ -275,11 +281,11 @@ impl Host {
             objects::spawn(
                 Arc::downgrade(&guests),
                 shared.resources.client().clone(),
-                config.controllers.clone(),
-                config.queue,
+                config,
                 store,
                 &shared.tasks,
                 shared.closing.clone(),
+                shared.gate.clone(),
             );
         }
         Ok(Self {
@@ -531,6 +537,7 @@ impl Shared {
             module,
             settings,
             &self.tasks,
+            self.gate.clone(),
         )
     }
 
@@ -891,6 +898,7 @@ mod tests {
             Runtime::new().unwrap(),
             ModuleStore::none(),
             false,
+            Gate::open(),
         )
         .await
         .err()

@@ -21,6 +21,10 @@
 //! survives a restart or failover of the host: it is timed from the start status records. When
 //! the last good revision cannot be run, the failing one runs on, `Degraded` says why
 //! (`RollbackFailed`), and the rollback is retried.
+//!
+//! A standby fetches and loads every object's module, but writes no status and no Event: the
+//! leader does. Once the host's gate opens every object is handled again, which writes its
+//! status as this replica runs it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
@@ -43,9 +47,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::cluster::gate::Gate;
 use crate::cluster::leader;
 use crate::config::controller::{self, ControllerSpec, ControllersConfig};
-use crate::config::{KeyRef, ModuleConfig, QueueConfig, Source};
+use crate::config::{Config, KeyRef, ModuleConfig, QueueConfig, Source};
 use crate::control::apply::event_name;
 use crate::control::revisions::{self, History, Probation, Revision};
 use crate::control::tally::Tally;
@@ -188,16 +193,18 @@ struct Restored {
     resumed: bool,
 }
 
-/// Watches controller objects and runs their modules until `closing` is cancelled.
+/// Watches controller objects as `config` says and runs their modules until `closing` is
+/// cancelled; writes nothing until `gate` opens.
 pub fn spawn(
     guests: Weak<dyn Guests>,
     client: Client,
-    settings: ControllersConfig,
-    queue: QueueConfig,
+    config: &Config,
     store: ModuleStore,
     tasks: &TaskTracker,
     closing: CancellationToken,
+    gate: Gate,
 ) {
+    let (settings, queue) = (config.controllers.clone(), config.queue);
     let registries = Registries::new(
         RegistrySettings {
             insecure: settings.insecure_registries.clone(),
@@ -218,6 +225,7 @@ pub fn spawn(
         sender,
         tasks: tasks.clone(),
         closing: closing.clone(),
+        gate,
     });
     let watching = objects.clone();
     tasks.spawn(async move {
@@ -230,6 +238,13 @@ pub fn spawn(
     tasks.spawn(async move {
         tokio::select! {
             () = checking.check(checked) => {}
+            () = closing.cancelled() => {}
+        }
+    });
+    let (opening, closing) = (objects.clone(), objects.closing.clone());
+    tasks.spawn(async move {
+        tokio::select! {
+            () = opening.gate.opened() => opening.requeue_all(),
             () = closing.cancelled() => {}
         }
     });
@@ -258,6 +273,8 @@ struct Objects {
     sender: mpsc::UnboundedSender<ObjectKey>,
     tasks: TaskTracker,
     closing: CancellationToken,
+    /// Status and Events wait until it opens: a standby loads modules but writes nothing.
+    gate: Gate,
 }
 
 fn resource() -> ApiResource {
@@ -396,6 +413,20 @@ impl Objects {
                 }
                 drop(done);
             });
+        }
+    }
+
+    /// Queues every object seen.
+    fn requeue_all(&self) {
+        let keys: Vec<_> = self
+            .latest
+            .lock()
+            .expect("objects lock")
+            .keys()
+            .cloned()
+            .collect();
+        for key in keys {
+            let _ = self.sender.send(key);
         }
     }
 
@@ -1204,6 +1235,9 @@ impl Objects {
             "kind": controller::KIND,
             "status": counters,
         });
+        if !self.gate.is_open() {
+            return;
+        }
         let params = PatchParams::apply(TALLY_MANAGER).force();
         if let Err(error) = self
             .api(&key.0)
@@ -1421,6 +1455,9 @@ impl Objects {
         else {
             return;
         };
+        if !self.gate.is_open() {
+            return;
+        }
         let params = PatchParams::apply(FIELD_MANAGER).force();
         if let Err(error) = self
             .api(&namespace)
@@ -1475,6 +1512,9 @@ impl Objects {
         let Ok(event) = event else {
             return;
         };
+        if !self.gate.is_open() {
+            return;
+        }
         let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
         if let Err(error) = api.create(&PostParams::default(), &event).await {
             tracing::warn!(%namespace, %name, %error, "recording an Event on a WasmController");

@@ -3,16 +3,15 @@
 //!
 //! Guarantees: the listeners are bound before the modules load, so a taken address fails the
 //! start-up and probes are answered while modules compile; `/healthz` answers 200 while the
-//! process runs; `/readyz` answers 200 while the process is a standby waiting for leadership,
-//! and otherwise only once every module is loaded and every informer has listed, else 503 with
-//! the reason; any other path or method gets 404 or 405. Listeners stop
+//! process runs; `/readyz` answers 200 once every module is loaded and every informer has
+//! listed, else 503 with the reason, on a standby waiting for leadership as on the leader (a
+//! standby is warm: it loads and lists before it leads); any other path or method gets 404 or 405. Listeners stop
 //! accepting when the host's shutdown token is cancelled, and open connections end after their
 //! current response.
 
 use std::convert::Infallible;
 use std::fmt::{self, Display, Formatter};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -28,6 +27,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::gate::Gate;
 use crate::cluster::selection::Selection;
 use crate::control::host::Observer;
 use crate::serve::metrics::{self, Snapshot};
@@ -71,7 +71,8 @@ pub struct Started(Arc<State>);
 #[derive(Default)]
 struct State {
     host: OnceLock<Observer>,
-    standby: AtomicBool,
+    /// The Lease's name and the gate that opens once this process leads, under election.
+    election: OnceLock<(String, Gate)>,
 }
 
 impl Started {
@@ -80,10 +81,16 @@ impl Started {
         let _ = self.0.host.set(observer);
     }
 
-    /// Marks the process as a standby waiting for leadership (ready, loading no module), or
-    /// no longer one.
-    pub fn set_standby(&self, standby: bool) {
-        self.0.standby.store(standby, Ordering::Relaxed);
+    /// Reports leadership of the Lease `name`: held once `gate` is open. Later calls are
+    /// ignored.
+    pub fn set_election(&self, name: &str, gate: Gate) {
+        let _ = self.0.election.set((name.to_owned(), gate));
+    }
+
+    /// The Lease's name and whether this process holds it, under election.
+    fn leader(&self) -> Option<(String, bool)> {
+        let (name, gate) = self.0.election.get()?;
+        Some((name.clone(), gate.is_open()))
     }
 }
 
@@ -215,7 +222,7 @@ async fn respond(request: &Request<Incoming>, endpoints: Endpoints, host: &Start
     let observer = host.0.host.get();
     match path {
         "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
-        "/readyz" => match not_ready(observer, host.0.standby.load(Ordering::Relaxed)) {
+        "/readyz" => match not_ready(observer) {
             None => reply(StatusCode::OK, "text/plain", "ok\n".into()),
             Some(reason) => reply(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -224,10 +231,11 @@ async fn respond(request: &Request<Incoming>, endpoints: Endpoints, host: &Start
             ),
         },
         _ => {
-            let snapshot = match observer {
+            let mut snapshot = match observer {
                 Some(observer) => Snapshot::collect(observer),
                 None => Snapshot::default(),
             };
+            snapshot.leader = host.leader();
             if path == "/metrics" {
                 reply(StatusCode::OK, metrics::CONTENT_TYPE, snapshot.render())
             } else {
@@ -249,10 +257,10 @@ fn reply(status: StatusCode, content_type: &'static str, body: String) -> Reply 
     response
 }
 
-/// Why the host is not ready, if it is not. A standby is ready.
-fn not_ready(observer: Option<&Observer>, standby: bool) -> Option<String> {
+/// Why the host is not ready, if it is not.
+fn not_ready(observer: Option<&Observer>) -> Option<String> {
     let Some(observer) = observer else {
-        return (!standby).then(|| "modules are loading".into());
+        return Some("modules are loading".into());
     };
     let waiting: Vec<_> = observer
         .informers()
@@ -312,7 +320,11 @@ fn status(snapshot: &Snapshot) -> serde_json::Value {
             })
         })
         .collect();
-    json!({ "guests": guests })
+    let mut status = json!({ "guests": guests });
+    if let Some((lease, leading)) = &snapshot.leader {
+        status["leaderElection"] = json!({ "lease": lease, "leading": leading });
+    }
+    status
 }
 
 #[cfg(test)]
@@ -355,15 +367,7 @@ mod tests {
 
     #[test]
     fn a_host_not_started_is_not_ready() {
-        assert_eq!(
-            not_ready(None, false).as_deref(),
-            Some("modules are loading")
-        );
-    }
-
-    #[test]
-    fn a_standby_is_ready() {
-        assert_eq!(not_ready(None, true), None);
+        assert_eq!(not_ready(None).as_deref(), Some("modules are loading"));
     }
 
     #[test]

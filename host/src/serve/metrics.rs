@@ -107,6 +107,8 @@ pub struct Snapshot {
     pub loads: LoadSnapshot,
     /// Finalizers of guests no longer running, still on objects.
     pub orphans: Vec<OrphanSnapshot>,
+    /// Under leader election: the Lease's name and whether this process holds it.
+    pub leader: Option<(String, bool)>,
 }
 
 impl Snapshot {
@@ -162,6 +164,7 @@ impl Snapshot {
                     .collect(),
             },
             orphans: orphans(observer),
+            leader: None,
         }
     }
 
@@ -467,6 +470,15 @@ impl Snapshot {
                 );
             }
         }
+        if let Some((lease, leading)) = &self.leader {
+            let name = "leader_election_master_status";
+            out.family(
+                name,
+                Kind::Gauge,
+                "1 while this process holds the leader Lease `name`, 0 while it is a standby",
+            );
+            out.sample(name, &[("name", lease)], u64::from(*leading));
+        }
         out.0
     }
 }
@@ -716,6 +728,7 @@ mod tests {
                     terminating: 1,
                 },
             }],
+            leader: Some(("kubewasm-leader".into(), true)),
         }
     }
 
@@ -748,6 +761,7 @@ mod tests {
             "kubewasm_module_reloads_total 1",
             r#"kubewasm_cache_objects{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)",drops="/status"} 9"#,
             r#"kubewasm_cache_lists_total{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)",drops="/status"} 2"#,
+            r#"leader_election_master_status{name="kubewasm-leader"} 1"#,
             "# TYPE kubewasm_cache_lists_total counter",
             "# TYPE workqueue_depth gauge",
             "# TYPE controller_runtime_reconcile_total counter",
