@@ -10,12 +10,14 @@ use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kubewasm::cluster::gate::Gate;
 use kubewasm::cluster::leader::{self, ElectionConfig, LeaderElector, LeaderError, Leadership};
+use kubewasm::cluster::membership;
 use kubewasm::cluster::retry_after;
 use kubewasm::cmd::cli::{Cli, Command, LogFormat};
 use kubewasm::cmd::source::ModuleSource;
 use kubewasm::cmd::{check, push, rbac, render, scaffold};
 use kubewasm::config::Config;
 use kubewasm::control::host::{Host, HostError};
+use kubewasm::control::sharder::{Replica, Sharded};
 use kubewasm::serve::http::{self as serve, Started};
 use kubewasm::wasm::compile_cache::CompileCache;
 use kubewasm::wasm::dispatch::Entry;
@@ -52,18 +54,39 @@ async fn main() -> anyhow::Result<ExitCode> {
             }
             tokio::spawn(stop_on_signal(shutdown.clone()));
             let client = client(args.kubeconfig.as_deref()).await?;
+            let namespace = manager
+                .leader_election_namespace
+                .unwrap_or_else(leader::default_namespace);
+            let ring = manager.leader_election_id;
             let elector = manager.leader_elect.then(|| {
-                let namespace = manager
-                    .leader_election_namespace
-                    .unwrap_or_else(leader::default_namespace);
-                let election =
-                    ElectionConfig::new(namespace, manager.leader_election_id, manager.lease);
+                let election = ElectionConfig::new(&namespace, &ring, manager.lease);
                 LeaderElector::new(client.clone(), election)
             });
-            let gate = if elector.is_some() {
+            let leading = if elector.is_some() {
                 Gate::closed()
             } else {
                 Gate::open()
+            };
+            let (replica, member) = if manager.sharded {
+                let member = membership::member_name();
+                let election = membership::election(&namespace, &ring, &member, manager.lease);
+                let joining = LeaderElector::new(client.clone(), election);
+                let sharded = Sharded {
+                    member,
+                    members: membership::watch(client.clone(), &namespace, &ring),
+                    sharding: leading.clone(),
+                };
+                let replica = Replica {
+                    gate: Gate::closed(),
+                    sharded: Some(sharded),
+                };
+                (replica, Some(joining))
+            } else {
+                let replica = Replica {
+                    gate: leading.clone(),
+                    sharded: None,
+                };
+                (replica, None)
             };
             let mut runtime = Runtime::new()?;
             if !args.no_compile_cache
@@ -75,15 +98,23 @@ async fn main() -> anyhow::Result<ExitCode> {
                 .module_store_dir
                 .or_else(ModuleStore::default_dir)
                 .map_or_else(ModuleStore::none, ModuleStore::new);
+            let workers = replica.gate.clone();
             let host = Host::start(
                 &config,
                 client,
                 runtime,
                 store,
                 !args.no_reload,
-                gate.clone(),
+                replica,
+                leading.clone(),
             );
-            return run_host(host, started, shutdown, elector, gate).await;
+            let roles = Roles {
+                elector,
+                leading,
+                member,
+                workers,
+            };
+            return run_host(host, started, shutdown, roles).await;
         }
         Command::Check {
             module,
@@ -187,41 +218,60 @@ async fn main() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Waits until this process leads; `None` when shutdown came first.
-async fn lead(
+/// Waits until this process holds the Lease of `elector` (`what` it is for: leadership or
+/// membership); `None` when shutdown came first.
+async fn acquire(
     elector: &LeaderElector,
+    what: &str,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Option<Leadership>> {
     let election = elector.config();
     tracing::info!(
         identity = %election.identity,
         lease = %format_args!("{}/{}", election.namespace, election.name),
-        "waiting for leadership"
+        "waiting for {what}"
     );
     match elector.run_until_leading(shutdown).await {
-        Ok(leadership) => {
-            tracing::info!(identity = %elector.config().identity, "became leader");
-            Ok(Some(leadership))
-        }
+        Ok(held) => Ok(Some(held)),
         Err(LeaderError::Cancelled) => {
-            tracing::info!("stopped before becoming leader");
+            tracing::info!("stopped before {what} was held");
             Ok(None)
         }
         Err(error) => Err(error.into()),
     }
 }
 
-/// Starts the host and runs it until shutdown. With an `elector`, the host starts as a warm
-/// standby (informers listing, modules loading) while it waits for leadership, and `gate`
-/// opens once it leads; on shutdown the Lease is released after the reconciles in flight end.
-/// When leadership is lost, stops reconciling at once and fails, so that the process is
-/// restarted as a standby.
+/// The Leases a replica holds and the gates they open.
+struct Roles {
+    /// The leader election, if any.
+    elector: Option<LeaderElector>,
+    /// Opens once this process leads.
+    leading: Gate,
+    /// When sharded, the membership Lease's election.
+    member: Option<LeaderElector>,
+    /// Opens once this process may reconcile.
+    workers: Gate,
+}
+
+/// Resolves once `held` is lost; never without it.
+async fn lost(held: Option<&Leadership>) {
+    match held {
+        Some(held) => held.lost().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Starts the host and runs it until shutdown. With an elector, the host starts as a warm
+/// standby (informers listing, modules loading) while it waits for leadership, and the leading
+/// gate opens once it leads. When sharded, the workers' gate opens once the membership Lease is
+/// held, while leadership (the sharder's) is contested alongside. On shutdown the Leases are
+/// released after the reconciles in flight end. When a Lease is lost, stops reconciling at
+/// once and fails, so that the process is restarted.
 async fn run_host(
     host: impl Future<Output = Result<Host, HostError>>,
     started: Started,
     shutdown: CancellationToken,
-    elector: Option<LeaderElector>,
-    gate: Gate,
+    roles: Roles,
 ) -> anyhow::Result<ExitCode> {
     let run = async {
         let host = host.await?;
@@ -229,36 +279,64 @@ async fn run_host(
         host.run(shutdown.clone()).await;
         anyhow::Ok(())
     };
-    let Some(elector) = elector else {
-        run.await?;
-        return Ok(ExitCode::SUCCESS);
-    };
-    started.set_election(&elector.config().name, gate.clone());
     let mut run = std::pin::pin!(run);
-    let leadership = tokio::select! {
-        ran = &mut run => {
-            ran?;
+    let mut membership = None;
+    if let Some(joining) = &roles.member {
+        let joined = tokio::select! {
+            ran = &mut run => {
+                ran?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            joined = acquire(joining, "membership", &shutdown) => joined?,
+        };
+        let Some(joined) = joined else {
+            run.await?;
             return Ok(ExitCode::SUCCESS);
+        };
+        tracing::info!(member = %joining.config().identity, "joined the shard ring");
+        roles.workers.let_through();
+        membership = Some(joined);
+    }
+    let mut leadership = None;
+    let ran = match &roles.elector {
+        None => Ok(run.await),
+        Some(elector) => {
+            started.set_election(&elector.config().name, roles.leading.clone());
+            let election = acquire(elector, "leadership", &shutdown);
+            let mut election = std::pin::pin!(election);
+            let mut electing = true;
+            loop {
+                tokio::select! {
+                    ran = &mut run => break Ok(ran),
+                    led = &mut election, if electing => {
+                        electing = false;
+                        if let Some(led) = led? {
+                            tracing::info!(identity = %elector.config().identity, "became leader");
+                            roles.leading.let_through();
+                            leadership = Some(led);
+                        }
+                    }
+                    () = lost(leadership.as_ref()) => break Err("leadership"),
+                    () = lost(membership.as_ref()) => break Err("membership"),
+                }
+            }
         }
-        led = lead(&elector, &shutdown) => led?,
     };
-    let Some(leadership) = leadership else {
-        run.await?;
-        return Ok(ExitCode::SUCCESS);
+    let ran = match ran {
+        Ok(ran) => ran,
+        Err(what) => {
+            shutdown.cancel();
+            tracing::error!("{what} lost: stopped reconciling");
+            return Ok(ExitCode::FAILURE);
+        }
     };
-    gate.let_through();
-    let ran = tokio::select! {
-        ran = &mut run => Some(ran),
-        () = leadership.lost() => None,
-    };
-    let Some(ran) = ran else {
-        shutdown.cancel();
-        tracing::error!("leadership lost: stopped reconciling");
-        return Ok(ExitCode::FAILURE);
-    };
-    match leadership.release().await {
-        Ok(()) => tracing::info!("released the Lease"),
-        Err(error) => tracing::warn!(%error, "releasing the Lease"),
+    for (held, what) in [(leadership, "leader"), (membership, "membership")] {
+        if let Some(held) = held {
+            match held.release().await {
+                Ok(()) => tracing::info!("released the {what} Lease"),
+                Err(error) => tracing::warn!(%error, "releasing the {what} Lease"),
+            }
+        }
     }
     ran?;
     Ok(ExitCode::SUCCESS)

@@ -20,6 +20,7 @@
 //!   it last saw expires, besides every retry period: a released Lease is taken within a round
 //!   trip, an expired one as soon as it expires.
 
+use std::collections::BTreeMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -121,6 +122,8 @@ pub struct ElectionConfig {
     pub identity: String,
     /// How long records stay valid, and how often and how long renewals are tried.
     pub timings: LeaseTimings,
+    /// Labels of the Lease when this candidate creates it.
+    pub labels: BTreeMap<String, String>,
 }
 
 impl ElectionConfig {
@@ -135,6 +138,7 @@ impl ElectionConfig {
             name: name.into(),
             identity: default_identity(),
             timings,
+            labels: BTreeMap::new(),
         }
     }
 }
@@ -368,6 +372,7 @@ impl LeaderElector {
                 metadata: ObjectMeta {
                     name: Some(self.config.name.clone()),
                     namespace: Some(self.config.namespace.clone()),
+                    labels: (!self.config.labels.is_empty()).then(|| self.config.labels.clone()),
                     ..ObjectMeta::default()
                 },
                 spec: Some(spec.clone()),
@@ -480,7 +485,7 @@ impl Leadership {
 
 /// Whether the record `spec`, unchanged since `seen_at`, has expired at `now`: its
 /// `leaseDurationSeconds` (0 when absent) have passed on this process's clock.
-fn expired(spec: &LeaseSpec, seen_at: Instant, now: Instant) -> bool {
+pub fn expired(spec: &LeaseSpec, seen_at: Instant, now: Instant) -> bool {
     now >= expiry(spec, seen_at)
 }
 

@@ -148,6 +148,18 @@ impl LabelSelector {
         self.requirements.is_empty()
     }
 
+    /// This selector with the requirement `key=value` added.
+    pub fn and_equal(&self, key: &str, value: &str) -> Self {
+        let mut requirements = self.requirements.clone();
+        requirements.push(Requirement {
+            key: key.to_owned(),
+            op: Operator::In(BTreeSet::from([value.to_owned()])),
+        });
+        requirements.sort();
+        requirements.dedup();
+        Self { requirements }
+    }
+
     /// Whether `labels` satisfies every requirement, with the API server's semantics: `!=`,
     /// `notin` and `!key` match when the key is absent; `=`, `in`, `>`, `<` and `key` require it;
     /// `>` and `<` fail when the label's value is not an integer. The empty selector matches

@@ -208,6 +208,13 @@ pub struct RunArgs {
     /// Default: `leaderElection.retryPeriod`, else 2s.
     #[arg(long, value_parser = parse_duration)]
     pub leader_elect_retry_period: Option<Duration>,
+    /// Shares the keys of every guest among the replicas started with --sharded and the same
+    /// Lease: each holds a membership Lease `<leader-election-id>-<member>` and reconciles the
+    /// objects labelled `shard.kubewasm.dev/<guest>=<member>`; the leader assigns them by
+    /// consistent hashing and moves them, drained first, as replicas come and go. Implies
+    /// --leader-elect.
+    #[arg(long)]
+    pub sharded: bool,
 }
 
 /// The process settings of `kubewasm run`: each from its flag, else from the configuration
@@ -226,6 +233,8 @@ pub struct Manager {
     pub leader_election_id: String,
     /// The Lease's timings.
     pub lease: LeaseTimings,
+    /// Whether the replicas share the keys (see [`RunArgs::sharded`]).
+    pub sharded: bool,
 }
 
 /// Default of `--metrics-bind-address`: loopback, as controller-runtime's.
@@ -271,7 +280,7 @@ impl RunArgs {
                 file.health_probe_bind_address,
                 DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
             ),
-            leader_elect: self.leader_elect.or(file.leader_elect).unwrap_or(false),
+            leader_elect: self.sharded || self.leader_elect.or(file.leader_elect).unwrap_or(false),
             leader_election_namespace: self
                 .leader_election_namespace
                 .clone()
@@ -282,6 +291,7 @@ impl RunArgs {
                 .or_else(|| file.leader_election_id.clone())
                 .unwrap_or_else(|| DEFAULT_LEADER_ELECTION_ID.to_owned()),
             lease,
+            sharded: self.sharded,
         })
     }
 }
@@ -339,6 +349,7 @@ mod tests {
                 leader_election_namespace: None,
                 leader_election_id: "kubewasm-leader".into(),
                 lease: LeaseTimings::default(),
+                sharded: false,
             }
         );
         let file = "metrics: {bindAddress: ':9090'}
@@ -360,6 +371,7 @@ leaderElection: {leaderElect: true, resourceNamespace: ops, resourceName: lease,
                     renew_deadline: Duration::from_secs(40),
                     retry_period: Duration::from_secs(5),
                 },
+                sharded: false,
             }
         );
         let flags = [
@@ -392,6 +404,7 @@ leaderElection: {leaderElect: true, resourceNamespace: ops, resourceName: lease,
                     renew_deadline: Duration::from_secs(6),
                     retry_period: Duration::from_millis(1500),
                 },
+                sharded: false,
             }
         );
         assert!(manager(&["--leader-elect"], "").unwrap().leader_elect);

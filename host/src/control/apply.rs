@@ -56,6 +56,9 @@ pub struct ClusterBackend {
     patience: Duration,
     elided: AtomicU64,
     events: Mutex<Correlator>,
+    /// When sharded, the shard label and this member's name, set on every object the guest
+    /// applies with a controller owner.
+    shard: Option<(String, String)>,
 }
 
 /// First pause before a write is sent again; it doubles up to [`MAX_RESEND_PAUSE`].
@@ -66,12 +69,15 @@ const LIST_PAGE: u32 = 500;
 
 impl ClusterBackend {
     /// A backend for the guest `controller`, reading from `informers`, that sends an idempotent
-    /// write again for up to `patience` while the API server cannot answer it.
+    /// write again for up to `patience` while the API server cannot answer it. With `shard`
+    /// (label, member), every object applied with a controller owner carries that label, so
+    /// that it stays in the owner's shard.
     pub fn new(
         resources: Arc<Resources>,
         controller: &str,
         informers: Vec<Arc<Informer>>,
         patience: Duration,
+        shard: Option<(String, String)>,
     ) -> Self {
         Self {
             resources,
@@ -81,6 +87,7 @@ impl ClusterBackend {
             patience,
             elided: AtomicU64::new(0),
             events: Mutex::default(),
+            shard,
         }
     }
 
@@ -201,6 +208,34 @@ impl ClusterBackend {
         }
     }
 
+    /// Removes `labels` from `object` with a merge patch by the sharder's field manager; an
+    /// object already deleted needs nothing.
+    pub async fn remove_labels(
+        &self,
+        kind: &GroupVersionKind,
+        object: &CachedObject,
+        labels: &[&str],
+    ) -> Result<(), CallError> {
+        let api = self.api(kind, object.namespace()).await?;
+        let removed: serde_json::Map<String, Value> = labels
+            .iter()
+            .map(|label| ((*label).to_owned(), Value::Null))
+            .collect();
+        let patch = serde_json::json!({ "metadata": { "labels": removed } });
+        let params = PatchParams {
+            field_manager: Some(SHARDER_FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        match api
+            .patch(object.name(), &params, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     /// The object of `kind` named `name` as the API server has it now, read past the cache.
     pub async fn live(
         &self,
@@ -304,6 +339,27 @@ fn resend_after(error: &kube::Error) -> Option<Duration> {
     }
 }
 
+/// The field manager of shard and drain labels, written by the sharder and by a member
+/// handing an object over.
+pub const SHARDER_FIELD_MANAGER: &str = "kubewasm-sharder";
+
+/// Sets the label `label=value` on `object` if it has a controller owner reference.
+fn label_owned(object: &mut Value, label: &str, value: &str) {
+    let metadata = &mut object["metadata"];
+    let controlled = metadata["ownerReferences"]
+        .as_array()
+        .is_some_and(|owners| owners.iter().any(|o| o["controller"] == true));
+    if !controlled {
+        return;
+    }
+    if metadata.get("labels").is_none_or(Value::is_null) {
+        metadata["labels"] = Value::Object(serde_json::Map::new());
+    }
+    if let Some(labels) = metadata["labels"].as_object_mut() {
+        labels.insert(label.to_owned(), value.into());
+    }
+}
+
 /// The field manager of a guest.
 pub fn field_manager(controller: &str) -> String {
     format!("{FIELD_MANAGER_PREFIX}{controller}")
@@ -342,7 +398,12 @@ impl Backend for ClusterBackend {
         Ok(found.into_iter().map(|o| o.json().clone()).collect())
     }
 
-    async fn apply(&self, request: ApplyRequest) -> Result<String, CallError> {
+    async fn apply(&self, mut request: ApplyRequest) -> Result<String, CallError> {
+        if let Some((label, member)) = &self.shard
+            && !request.status
+        {
+            label_owned(&mut request.object, label, member);
+        }
         let cached = self.cached(&request.kind, request.namespace.as_deref(), &request.name);
         let intent = managed::digest(&request.object);
         if let Some(cached) = cached

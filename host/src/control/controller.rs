@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::cluster::cache::{CachedObject, Change, ObjectKey};
 use crate::cluster::gate::Gate;
+use crate::cluster::membership;
 use crate::cluster::selection::Selection;
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::view::View;
@@ -32,6 +33,7 @@ use crate::cluster::watch::{Informer, Informers, Resources, Subscription};
 use crate::config::{DropRule, Grant, QueueConfig};
 use crate::control::apply::ClusterBackend;
 use crate::control::queue::WorkQueue;
+use crate::control::sharder::{self, Replica, ShardStats};
 use crate::control::tally::{Streak, Tally};
 use crate::control::trigger;
 use crate::histogram::{Histogram, RECONCILE_TIME_BUCKETS};
@@ -147,6 +149,66 @@ pub struct Controller {
     gone_holding: Arc<Mutex<HashSet<ObjectKey>>>,
     /// Open while this replica may reconcile.
     gate: Gate,
+    /// This replica's share of the keys, when sharded.
+    share: Option<Arc<Share>>,
+    /// The primary selections as declared: without the share's label.
+    declared: Vec<Selection>,
+    /// What the sharder did, while this replica shards the guest.
+    shard_stats: Arc<ShardStats>,
+}
+
+/// A sharded guest's share of the keys: the objects labelled for its member.
+///
+/// A key leaves the share in one of two ways: the object is deleted, and is reconciled as
+/// gone; or the sharder asks for it with the drain label, and the worker that dequeues it
+/// (the only one, by the queue's exclusion) removes the shard and drain labels instead of
+/// reconciling. From then on the key is not this replica's: its leaving the cache is no
+/// deletion, and nothing queued for it runs.
+pub struct Share {
+    member: String,
+    /// `shard.kubewasm.dev/<guest>`.
+    label: String,
+    /// `drain.shard.kubewasm.dev/<guest>`.
+    drain: String,
+    /// Keys handed over whose leaving the cache is still to come.
+    released: Mutex<HashSet<ObjectKey>>,
+    /// Keys deleted while in the share, still to be reconciled as gone.
+    gone: Mutex<HashSet<ObjectKey>>,
+    /// Keys handed over so far.
+    handovers: AtomicU64,
+}
+
+impl Share {
+    fn new(guest: &str, member: &str) -> Self {
+        Self {
+            member: member.to_owned(),
+            label: membership::shard_label(guest),
+            drain: membership::drain_label(guest),
+            released: Mutex::default(),
+            gone: Mutex::default(),
+            handovers: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether `change` of the primary selection ends with the object outside it (deleted,
+    /// relabelled or handed over), and whether that counts as leaving the share: false for a
+    /// key this replica handed over, which is then forgotten.
+    fn left(&self, change: &Change, selection: &Selection) -> Option<bool> {
+        let old = change.old.as_ref()?;
+        if change
+            .new
+            .as_ref()
+            .is_some_and(|new| selection.selects(new))
+        {
+            return None;
+        }
+        let key = old.key();
+        if self.released.lock().expect("released lock").remove(&key) {
+            return Some(false);
+        }
+        self.gone.lock().expect("gone lock").insert(key);
+        Some(true)
+    }
 }
 
 /// Objects being deleted that still wait for a guest's `finalize`.
@@ -187,7 +249,9 @@ impl Unmapped {
 
 impl Controller {
     /// Starts a guest: acquires the informers its module declares, subscribes its triggers and
-    /// spawns its workers into `tasks`, which reconcile once `gate` opens.
+    /// spawns its workers into `tasks`, which reconcile once the `replica`'s gate opens. A
+    /// sharded replica reconciles only the primary objects labelled for its member, reads only
+    /// the owned objects labelled so, and shards the guest's objects while it leads.
     pub fn start(
         runtime: Runtime,
         resources: Arc<Resources>,
@@ -195,9 +259,14 @@ impl Controller {
         module: Arc<Module>,
         settings: Settings,
         tasks: &TaskTracker,
-        gate: Gate,
+        replica: &Replica,
     ) -> Arc<Self> {
-        let plan = Plan::new(&module.metadata, &settings.namespaces);
+        let share = replica
+            .sharded
+            .as_ref()
+            .map(|sharded| Arc::new(Share::new(&settings.name, &sharded.member)));
+        let plan = Plan::new(&module.metadata, &settings.namespaces, share.as_deref());
+        let declared = Plan::new(&module.metadata, &settings.namespaces, None);
         let all = plan.all();
         let view = |selection: &Selection| {
             let transform = DropRule::transform(&settings.drops, &selection.kind);
@@ -221,10 +290,11 @@ impl Controller {
             }
         }
         let backend = Arc::new(ClusterBackend::new(
-            resources,
+            resources.clone(),
             &settings.name,
             readable.clone(),
             settings.limits.host_call_timeout,
+            share.as_ref().map(|s| (s.label.clone(), s.member.clone())),
         ));
         let env = Arc::new(GuestEnv::new(
             &settings.name,
@@ -251,8 +321,26 @@ impl Controller {
             counters: Counters::default(),
             finalizing: Mutex::default(),
             gone_holding: Arc::default(),
-            gate,
+            gate: replica.gate.clone(),
+            share: share.clone(),
+            declared: declared.primaries.clone(),
+            shard_stats: Arc::default(),
         });
+        if let Some(sharded) = &replica.sharded {
+            let guest = sharder::Guest {
+                name: controller.settings.name.clone(),
+                primaries: declared.primaries,
+                owned: declared.owned,
+            };
+            tasks.spawn(sharder::run(
+                guest,
+                resources,
+                sharded.members.clone(),
+                sharded.sharding.clone(),
+                controller.shard_stats.clone(),
+                controller.stop.clone(),
+            ));
+        }
         let primary_kind = module.metadata.primary.kind.clone();
         let mut subscriptions = Vec::new();
         let updates = trigger::Updates {
@@ -267,7 +355,20 @@ impl Controller {
             let gone_holding = controller.gone_holding.clone();
             let ours = ours.clone();
             let selection = view.selection().clone();
+            let share = share.clone();
             subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
+                if let Some(share) = &share {
+                    if let Some(new) = &change.new
+                        && new.label(&share.drain).is_some()
+                    {
+                        // Asked to hand the key over: the next worker to take it does.
+                        queue.add(new.key(), Reason::Changed);
+                        return;
+                    }
+                    if share.left(change, &selection) == Some(false) {
+                        return;
+                    }
+                }
                 // Gone, or still cached but outside the selection.
                 if watch_leaving
                     && change
@@ -621,6 +722,22 @@ impl Controller {
         let module = self.module();
         let metadata = &module.metadata;
         let mut object = self.primary(key);
+        if let Some(share) = &self.share {
+            match &object {
+                Some(cached) if cached.label(&share.drain).is_some() => {
+                    self.hand_over(share, &metadata.primary.kind, key, cached)
+                        .await;
+                    return;
+                }
+                Some(_) => {}
+                // Not in the share, or handed over: another replica's.
+                None if !share.gone.lock().expect("gone lock").contains(key) => {
+                    self.queue.forget(key);
+                    return;
+                }
+                None => {}
+            }
+        }
         let mut entry = Entry::Reconcile;
         let finalizer = metadata.finalizer.as_deref();
         self.note_finalizing(key, object.as_deref(), finalizer);
@@ -721,6 +838,7 @@ impl Controller {
                 self.counters.succeeded.fetch_add(1, Ordering::Relaxed);
                 self.counters.streak.succeeded(&self.settings.name);
                 self.queue.forget(key);
+                self.settled(key);
             }
             Ok(Outcome::RequeueAfter(delay)) => {
                 self.counters.requeued.fetch_add(1, Ordering::Relaxed);
@@ -735,6 +853,7 @@ impl Controller {
                     .failed(&self.settings.name, key, &message, || self.held());
                 tracing::error!(guest = %self.settings.name, %key, %message, "reconcile failed permanently; waiting for a change");
                 self.queue.forget(key);
+                self.settled(key);
             }
             Err(Failure::Busy(message)) => {
                 // The guest did nothing wrong: retried without counting a failure or an attempt.
@@ -761,6 +880,61 @@ impl Controller {
                 self.retry(key, &failure.to_string());
             }
         }
+    }
+
+    /// Ends the share's record of `key` as deleted, once reconciled.
+    fn settled(&self, key: &ObjectKey) {
+        if let Some(share) = &self.share {
+            share.gone.lock().expect("gone lock").remove(key);
+        }
+    }
+
+    /// Hands `key` over to the member the sharder moves it to: removes its shard and drain
+    /// labels, after which this replica no longer reconciles it. Called by the one worker
+    /// holding the key, so no reconcile of it runs here meanwhile. A failed write is retried
+    /// with the key's backoff.
+    async fn hand_over(
+        &self,
+        share: &Share,
+        kind: &GroupVersionKind,
+        key: &ObjectKey,
+        object: &CachedObject,
+    ) {
+        share
+            .released
+            .lock()
+            .expect("released lock")
+            .insert(key.clone());
+        let labels = [share.label.as_str(), share.drain.as_str()];
+        match self.backend.remove_labels(kind, object, &labels).await {
+            Ok(()) => {
+                share.handovers.fetch_add(1, Ordering::Relaxed);
+                self.queue.forget(key);
+                tracing::debug!(guest = %self.settings.name, %key, "handed over");
+            }
+            Err(error) => {
+                share.released.lock().expect("released lock").remove(key);
+                let delay = self.queue.add_rate_limited(key.clone(), Reason::Requeue);
+                tracing::warn!(guest = %self.settings.name, %key, retry_in = ?delay, %error, "handing the key over failed");
+            }
+        }
+    }
+
+    /// What the sharder of this guest did on this replica.
+    pub fn shard_stats(&self) -> &ShardStats {
+        &self.shard_stats
+    }
+
+    /// Keys handed over to other members so far; `None` unless sharded.
+    pub fn handovers(&self) -> Option<u64> {
+        self.share
+            .as_ref()
+            .map(|s| s.handovers.load(Ordering::Relaxed))
+    }
+
+    /// The member name this replica reconciles under, when sharded.
+    pub fn member(&self) -> Option<&str> {
+        self.share.as_deref().map(|s| s.member.as_str())
     }
 
     /// Counts a failure by its kind.
@@ -860,9 +1034,7 @@ impl Controller {
 
     /// Whether the guest's primary selection has a label selector, which an object can leave.
     fn selects_by_label(&self) -> bool {
-        self.primaries
-            .iter()
-            .any(|v| v.selection().selector.is_some())
+        self.declared.iter().any(|s| s.selector.is_some())
     }
 
     /// Releases the object with `key`, gone from the cache, if it still exists in a namespace
@@ -874,9 +1046,8 @@ impl Controller {
         finalizer: Option<&str>,
     ) -> Result<(), CallError> {
         let scoped: Vec<&Selection> = self
-            .primaries
+            .declared
             .iter()
-            .map(View::selection)
             .filter(|s| {
                 s.namespace.is_none() || key.namespace.is_none() || s.namespace == key.namespace
             })
@@ -911,8 +1082,7 @@ impl Controller {
         }
         let metadata = self.module().metadata.clone();
         let finalizer = metadata.finalizer.as_deref();
-        for view in &self.primaries {
-            let selection = view.selection();
+        for selection in &self.declared {
             loop {
                 let swept = self
                     .backend
@@ -938,6 +1108,9 @@ impl Controller {
                             let mut gone = self.gone_holding.lock().expect("gone lock");
                             gone.insert(key.clone());
                             drop(gone);
+                            if let Some(share) = &self.share {
+                                share.gone.lock().expect("gone lock").insert(key.clone());
+                            }
                             self.queue.add(key, Reason::Deleted);
                         }
                     })
@@ -984,16 +1157,26 @@ struct Plan {
 }
 
 impl Plan {
-    /// The plan of `metadata` run in the `configured` namespaces (see [`Metadata::namespaces`]).
-    fn new(metadata: &Metadata, configured: &[String]) -> Self {
+    /// The plan of `metadata` run in the `configured` namespaces (see [`Metadata::namespaces`]),
+    /// its primary and owned kinds narrowed to `share`'s label if sharded.
+    fn new(metadata: &Metadata, configured: &[String], share: Option<&Share>) -> Self {
         let namespaces = metadata.namespaces(configured);
         let in_each_namespace = |kind: &GroupVersionKind, selector: Option<&LabelSelector>| {
+            let selector = match share {
+                Some(share) => Some(
+                    selector
+                        .cloned()
+                        .unwrap_or_default()
+                        .and_equal(&share.label, &share.member),
+                ),
+                None => selector.cloned(),
+            };
             namespaces
                 .iter()
                 .map(|namespace| Selection {
                     kind: kind.clone(),
                     namespace: namespace.clone(),
-                    selector: selector.cloned(),
+                    selector: selector.clone(),
                 })
                 .collect::<Vec<_>>()
         };
@@ -1135,7 +1318,7 @@ mod tests {
     fn a_plan_runs_primaries_and_owned_kinds_in_each_configured_namespace() {
         let metadata = metadata();
         let pod = GroupVersionKind::gvk("", "v1", "Pod");
-        let plan = Plan::new(&metadata, &["a".into(), "b".into()]);
+        let plan = Plan::new(&metadata, &["a".into(), "b".into()], None);
         let primaries: Vec<_> = plan
             .primaries
             .iter()
@@ -1167,7 +1350,7 @@ mod tests {
 
     #[test]
     fn without_configured_namespaces_a_plan_uses_the_declared_one() {
-        let plan = Plan::new(&metadata(), &[]);
+        let plan = Plan::new(&metadata(), &[], None);
         assert_eq!(plan.primaries.len(), 1);
         assert_eq!(plan.primaries[0].namespace.as_deref(), Some("declared"));
         assert_eq!(plan.owned[0].namespace.as_deref(), Some("declared"));

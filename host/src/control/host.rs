@@ -41,6 +41,7 @@ use crate::control::controller::{Controller, Settings};
 use crate::control::objects::{self, Guests, Loaded, ObjectKey, Refusal};
 use crate::control::orphans::Orphans;
 use crate::control::reload;
+use crate::control::sharder::Replica;
 use crate::control::tally::Tally;
 use crate::wasm::declaration::Metadata;
 use crate::wasm::module::{self, LoadError, Module};
@@ -192,22 +193,23 @@ struct Shared {
     closing: CancellationToken,
     /// Objects carrying the finalizers of guests no longer running.
     orphans: Arc<Mutex<Vec<Arc<Orphans>>>>,
-    /// Open while this replica may reconcile and write.
-    gate: Gate,
+    /// How this replica runs among its peers.
+    replica: Replica,
 }
 
 impl Host {
     /// Loads every module of `config` and starts its controller, then watches the modules'
     /// folders for changes when `watch` is set. Fails without starting anything if one module
-    /// is invalid. Informers run and modules load at once; reconciles and the status of
-    /// controller objects wait until `gate` opens.
+    /// is invalid. Informers run and modules load at once; reconciles wait until the
+    /// `replica`'s gate opens, and the status of controller objects until `writer` opens.
     pub async fn start(
         config: &Config,
         client: Client,
         runtime: Runtime,
         store: ModuleStore,
         watch: bool,
-        gate: Gate,
+        replica: Replica,
+        writer: Gate,
     ) -> Result<Self, HostError> {
         let resources = Arc::new(Resources::new(client));
         let shared = Arc::new(Shared {
@@ -223,7 +225,7 @@ impl Host {
             stopping: AtomicBool::new(false),
             closing: CancellationToken::new(),
             orphans: Arc::default(),
-            gate,
+            replica,
         });
         let mut loaded = Vec::new();
         for module_config in &config.modules {
@@ -285,7 +287,7 @@ impl Host {
                 store,
                 &shared.tasks,
                 shared.closing.clone(),
-                shared.gate.clone(),
+                writer,
             );
         }
         Ok(Self {
@@ -537,7 +539,7 @@ impl Shared {
             module,
             settings,
             &self.tasks,
-            self.gate.clone(),
+            &self.replica,
         )
     }
 
@@ -898,6 +900,7 @@ mod tests {
             Runtime::new().unwrap(),
             ModuleStore::none(),
             false,
+            Replica::alone(),
             Gate::open(),
         )
         .await

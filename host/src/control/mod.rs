@@ -2,7 +2,8 @@
 //! (triggers), keys wait in the guest's workqueue, workers hand each key to the guest's current
 //! module and execute its writes against the API server, and a tally keeps how reconciles end.
 //! The host runs one controller per module on shared informers and reloads modules as their
-//! files change; an unloaded guest's finalizer is watched until the guest runs again.
+//! files change; an unloaded guest's finalizer is watched until the guest runs again. Several
+//! replicas share the keys of each guest through the sharder.
 
 pub mod access;
 pub mod apply;
@@ -14,5 +15,6 @@ pub mod orphans;
 pub mod queue;
 pub mod reload;
 pub mod revisions;
+pub mod sharder;
 pub mod tally;
 pub mod trigger;

@@ -1,0 +1,529 @@
+//! Sharding: several replicas share each guest's keys. Every replica holds a membership Lease
+//! (see [`crate::cluster::membership`]); the replica holding the leader Lease runs the
+//! sharder, which assigns each primary object to a member by consistent hashing of its key
+//! (see [`crate::cluster::ring`]) through the label `shard.kubewasm.dev/<guest>=<member>`, and
+//! labels each object a primary controls like its owner. A replica watches only the objects
+//! labelled for it.
+//!
+//! Handover, for a key K held by member A that the ring now gives to B:
+//! 1. the sharder adds `drain.shard.kubewasm.dev/<guest>` to K;
+//! 2. A sees it, and the worker that dequeues K (never while another of A's workers holds it)
+//!    removes both labels instead of reconciling: A is done with K, and forgets it;
+//! 3. the sharder sees K unassigned and labels it for B, then labels K's children for B;
+//! 4. B's watch delivers K, and B reconciles it.
+//!
+//! A member whose Lease expires or is released (it stopped after its reconciles ended) holds
+//! nothing: its keys are labelled for their new members at once, without drain.
+//!
+//! Guarantees: every label write of the sharder names the `resourceVersion` it decided on, so
+//! it never acts on a state it has not seen; a key is labelled for a member only while it has no
+//! live holder, so no two members hold it; an unassigned key is assigned as soon as the sharder
+//! sees it and the ring has a member.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt, stream};
+use kube::Api;
+use kube::api::{DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::cache::ObjectKey;
+use crate::cluster::gate::Gate;
+use crate::cluster::membership;
+use crate::cluster::ring::Ring;
+use crate::cluster::selection::Selection;
+use crate::cluster::watch::Resources;
+use crate::control::apply::SHARDER_FIELD_MANAGER;
+use crate::histogram::{Histogram, exponential};
+
+/// Label writes in flight at once.
+const WRITES_AT_ONCE: usize = 32;
+
+/// Bounds of the handover time, from asking for a drain to labelling for the new member.
+pub const HANDOVER_BUCKETS: &[f64] = &exponential::<12>(0.005, 2.0);
+
+/// How this replica runs among its peers.
+#[derive(Clone)]
+pub struct Replica {
+    /// Opens once this replica may reconcile: on winning the leader Lease, or, when sharded,
+    /// on joining the ring.
+    pub gate: Gate,
+    /// When sharded: its place in the ring.
+    pub sharded: Option<Sharded>,
+}
+
+impl Replica {
+    /// A replica alone: it reconciles every key at once.
+    pub fn alone() -> Self {
+        Self {
+            gate: Gate::open(),
+            sharded: None,
+        }
+    }
+}
+
+/// A replica's place in a shard ring.
+#[derive(Clone)]
+pub struct Sharded {
+    /// Its member name.
+    pub member: String,
+    /// The ring's live members.
+    pub members: watch::Receiver<BTreeSet<String>>,
+    /// Opens once this replica runs the sharder (it holds the leader Lease).
+    pub sharding: Gate,
+}
+
+/// What the sharder of one guest did.
+pub struct ShardStats {
+    /// Live members of the ring, as last seen.
+    pub members: AtomicU64,
+    /// Primary objects labelled for a member: new ones and those of gone members.
+    pub assigned: AtomicU64,
+    /// Drains asked for: keys moving between live members.
+    pub moves: AtomicU64,
+    /// Time from asking for a drain to labelling for the new member.
+    pub handover: Histogram,
+}
+
+impl Default for ShardStats {
+    fn default() -> Self {
+        Self {
+            members: AtomicU64::new(0),
+            assigned: AtomicU64::new(0),
+            moves: AtomicU64::new(0),
+            handover: Histogram::new(HANDOVER_BUCKETS),
+        }
+    }
+}
+
+/// The guest a sharder shards.
+pub struct Guest {
+    /// Its name.
+    pub name: String,
+    /// Its primary selections, as declared.
+    pub primaries: Vec<Selection>,
+    /// Its owned kinds, in each namespace it runs in.
+    pub owned: Vec<Selection>,
+}
+
+/// One object's labels of the ring, and its version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Labels {
+    shard: Option<String>,
+    drain: bool,
+    version: String,
+}
+
+/// A child object: its labels and the name of its controller owner of the primary kind.
+#[derive(Debug, Clone)]
+struct Child {
+    labels: Labels,
+    owner: Option<String>,
+}
+
+/// Where an object was seen: a primary selection or an owned one, by index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Source {
+    Primary(usize),
+    Owned(usize),
+}
+
+/// Shards `guest` while `sharding` is open, until `stop` is cancelled.
+pub async fn run(
+    guest: Guest,
+    resources: Arc<Resources>,
+    mut members: watch::Receiver<BTreeSet<String>>,
+    sharding: Gate,
+    stats: Arc<ShardStats>,
+    stop: CancellationToken,
+) {
+    tokio::select! {
+        () = sharding.opened() => {}
+        () = stop.cancelled() => return,
+    }
+    let label = membership::shard_label(&guest.name);
+    let drain = membership::drain_label(&guest.name);
+    let mut streams = Vec::new();
+    let sources = guest
+        .primaries
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (Source::Primary(i), s))
+        .chain(
+            guest
+                .owned
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (Source::Owned(i), s)),
+        );
+    let mut kinds = HashMap::new();
+    for (source, selection) in sources {
+        let api = loop {
+            match resources.resolve(&selection.kind).await {
+                Ok((resource, namespaced)) => {
+                    let client = resources.client().clone();
+                    break match &selection.namespace {
+                        Some(namespace) if namespaced => {
+                            Api::<PartialObjectMeta<DynamicObject>>::namespaced_with(
+                                client, namespace, &resource,
+                            )
+                        }
+                        _ => Api::all_with(client, &resource),
+                    };
+                }
+                Err(error) => {
+                    tracing::warn!(guest = %guest.name, %error, "sharder: resolving a kind");
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        () = stop.cancelled() => return,
+                    }
+                }
+            }
+        };
+        let mut config = watcher::Config::default();
+        if let Some(selector) = &selection.selector {
+            config = config.labels(&selector.to_string());
+        }
+        let events = watcher(api, config)
+            .default_backoff()
+            .map(move |event| (source, event));
+        streams.push(events.boxed());
+        kinds.insert(source, selection.kind.clone());
+    }
+    let mut events = stream::select_all(streams);
+    let mut state = State::new(label, drain);
+    tracing::info!(guest = %guest.name, "sharding");
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                Some((source, Ok(event))) => state.apply(source, event),
+                Some((_, Err(error))) => tracing::debug!(guest = %guest.name, %error, "sharder: watching"),
+                None => return,
+            },
+            changed = members.changed() => if changed.is_err() { return },
+            () = stop.cancelled() => return,
+        }
+        state.ring(&members.borrow_and_update(), &stats);
+        // Take what else is ready before writing.
+        while let Some(Some((source, event))) = events.next().now_or_never() {
+            if let Ok(event) = event {
+                state.apply(source, event);
+            }
+        }
+        let writes = state.decide(&stats);
+        stream::iter(writes)
+            .for_each_concurrent(WRITES_AT_ONCE, |write| {
+                let kind = &kinds[&write.source];
+                write.send(&resources, kind, &guest.name)
+            })
+            .await;
+    }
+}
+
+/// A label write the sharder decided on.
+struct Write {
+    source: Source,
+    key: ObjectKey,
+    /// The labels to set (a value) or remove (null).
+    labels: serde_json::Map<String, Value>,
+    /// The version decided on.
+    version: String,
+}
+
+impl Write {
+    /// Sends the write; a conflict or a missing object is left to the next event.
+    async fn send(self, resources: &Resources, kind: &GroupVersionKind, guest: &str) {
+        let patch = json!({
+            "metadata": { "resourceVersion": self.version, "labels": self.labels }
+        });
+        let params = PatchParams {
+            field_manager: Some(SHARDER_FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        let api = match resources.api(kind, self.key.namespace.as_deref()).await {
+            Ok(api) => api,
+            Err(error) => {
+                tracing::warn!(%guest, key = %self.key, %error, "sharder: resolving a kind");
+                return;
+            }
+        };
+        match api
+            .patch(&self.key.name, &params, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {}
+            Err(error) => {
+                tracing::warn!(%guest, key = %self.key, %error, "sharder: writing shard labels")
+            }
+        }
+    }
+}
+
+/// What the sharder knows of one guest's objects.
+struct State {
+    label: String,
+    drain: String,
+    ring: Ring,
+    live: BTreeSet<String>,
+    /// Primary objects by key, with the selection they were seen in.
+    primaries: HashMap<ObjectKey, (usize, Labels)>,
+    /// Children by source and key.
+    children: HashMap<(usize, ObjectKey), Child>,
+    /// Children of each primary key.
+    owned_by: HashMap<ObjectKey, HashSet<(usize, ObjectKey)>>,
+    /// Keys to decide on.
+    dirty: BTreeSet<(Source, ObjectKey)>,
+    /// Lists in progress, by source: the keys listed so far.
+    listing: HashMap<Source, HashSet<ObjectKey>>,
+    /// When a drain was asked for, by key.
+    draining: HashMap<ObjectKey, Instant>,
+}
+
+impl State {
+    fn new(label: String, drain: String) -> Self {
+        Self {
+            label,
+            drain,
+            ring: Ring::default(),
+            live: BTreeSet::new(),
+            primaries: HashMap::new(),
+            children: HashMap::new(),
+            owned_by: HashMap::new(),
+            dirty: BTreeSet::new(),
+            listing: HashMap::new(),
+            draining: HashMap::new(),
+        }
+    }
+
+    /// Takes the live `members`; every primary is decided again when they changed.
+    fn ring(&mut self, members: &BTreeSet<String>, stats: &ShardStats) {
+        if *members == self.live {
+            return;
+        }
+        self.live = members.clone();
+        self.ring = Ring::new(members.iter().map(String::as_str));
+        stats.members.store(members.len() as u64, Ordering::Relaxed);
+        let all: Vec<_> = self
+            .primaries
+            .iter()
+            .map(|(key, (i, _))| (Source::Primary(*i), key.clone()))
+            .collect();
+        self.dirty.extend(all);
+    }
+
+    fn labels(&self, meta: &kube::api::ObjectMeta) -> Labels {
+        let labels = meta.labels.as_ref();
+        Labels {
+            shard: labels.and_then(|l| l.get(&self.label)).cloned(),
+            drain: labels.is_some_and(|l| l.contains_key(&self.drain)),
+            version: meta.resource_version.clone().unwrap_or_default(),
+        }
+    }
+
+    fn apply(&mut self, source: Source, event: watcher::Event<PartialObjectMeta<DynamicObject>>) {
+        match event {
+            watcher::Event::Init => {
+                self.listing.insert(source, HashSet::new());
+            }
+            watcher::Event::InitApply(object) => {
+                let key = key_of(&object.metadata);
+                if let Some(listed) = self.listing.get_mut(&source) {
+                    listed.insert(key);
+                }
+                self.upsert(source, &object.metadata);
+            }
+            watcher::Event::InitDone => {
+                let listed = self.listing.remove(&source).unwrap_or_default();
+                let gone: Vec<ObjectKey> = match source {
+                    Source::Primary(i) => self
+                        .primaries
+                        .iter()
+                        .filter(|(k, (s, _))| *s == i && !listed.contains(*k))
+                        .map(|(k, _)| k.clone())
+                        .collect(),
+                    Source::Owned(i) => self
+                        .children
+                        .keys()
+                        .filter(|(s, k)| *s == i && !listed.contains(k))
+                        .map(|(_, k)| k.clone())
+                        .collect(),
+                };
+                for key in gone {
+                    self.remove(source, &key);
+                }
+            }
+            watcher::Event::Apply(object) => self.upsert(source, &object.metadata),
+            watcher::Event::Delete(object) => self.remove(source, &key_of(&object.metadata)),
+        }
+    }
+
+    fn upsert(&mut self, source: Source, meta: &kube::api::ObjectMeta) {
+        let key = key_of(meta);
+        let labels = self.labels(meta);
+        match source {
+            Source::Primary(i) => {
+                let changed = self
+                    .primaries
+                    .get(&key)
+                    .is_none_or(|(_, old)| old.shard != labels.shard || old.drain != labels.drain);
+                self.primaries.insert(key.clone(), (i, labels));
+                self.dirty.insert((source, key.clone()));
+                if changed {
+                    let children = self.owned_by.get(&key).cloned().unwrap_or_default();
+                    self.dirty
+                        .extend(children.into_iter().map(|(i, k)| (Source::Owned(i), k)));
+                }
+            }
+            Source::Owned(i) => {
+                let owner = meta
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.controller == Some(true))
+                    .map(|o| o.name.clone());
+                let slot = (i, key.clone());
+                if let Some(old) = self.children.get(&slot).and_then(|c| c.owner.clone()) {
+                    self.unlink(&old, &key, &slot);
+                }
+                if let Some(owner) = &owner {
+                    let owner_key = ObjectKey {
+                        namespace: key.namespace.clone(),
+                        name: owner.clone(),
+                    };
+                    self.owned_by
+                        .entry(owner_key)
+                        .or_default()
+                        .insert(slot.clone());
+                }
+                self.children.insert(slot, Child { labels, owner });
+                self.dirty.insert((source, key));
+            }
+        }
+    }
+
+    fn unlink(&mut self, owner: &str, key: &ObjectKey, slot: &(usize, ObjectKey)) {
+        let owner_key = ObjectKey {
+            namespace: key.namespace.clone(),
+            name: owner.to_owned(),
+        };
+        if let Some(children) = self.owned_by.get_mut(&owner_key) {
+            children.remove(slot);
+            if children.is_empty() {
+                self.owned_by.remove(&owner_key);
+            }
+        }
+    }
+
+    fn remove(&mut self, source: Source, key: &ObjectKey) {
+        match source {
+            Source::Primary(_) => {
+                self.primaries.remove(key);
+                self.draining.remove(key);
+            }
+            Source::Owned(i) => {
+                let slot = (i, key.clone());
+                if let Some(owner) = self.children.remove(&slot).and_then(|c| c.owner) {
+                    self.unlink(&owner, key, &slot);
+                }
+            }
+        }
+    }
+
+    /// The writes that bring every dirty object in line with the ring.
+    fn decide(&mut self, stats: &ShardStats) -> Vec<Write> {
+        if self.live.is_empty() {
+            return Vec::new();
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut writes = Vec::new();
+        for (source, key) in dirty {
+            let write = match source {
+                Source::Primary(_) => self.decide_primary(&key, stats),
+                Source::Owned(i) => self.decide_child(i, &key),
+            };
+            if let Some((labels, version)) = write {
+                writes.push(Write {
+                    source,
+                    key,
+                    labels,
+                    version,
+                });
+            }
+        }
+        writes
+    }
+
+    fn decide_primary(
+        &mut self,
+        key: &ObjectKey,
+        stats: &ShardStats,
+    ) -> Option<(serde_json::Map<String, Value>, String)> {
+        let (_, labels) = self.primaries.get(key)?;
+        let target = self.ring.owner(&key.to_string())?;
+        let mut write = serde_json::Map::new();
+        match labels.shard.as_deref() {
+            Some(holder) if self.live.contains(holder) => {
+                if holder == target {
+                    if !labels.drain {
+                        return None;
+                    }
+                    write.insert(self.drain.clone(), Value::Null);
+                    self.draining.remove(key);
+                } else if labels.drain {
+                    return None;
+                } else {
+                    write.insert(self.drain.clone(), Value::from("true"));
+                    self.draining.insert(key.clone(), Instant::now());
+                    stats.moves.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            // Unassigned, handed over, or held by a member that is gone.
+            _ => {
+                write.insert(self.label.clone(), Value::from(target));
+                if labels.drain {
+                    write.insert(self.drain.clone(), Value::Null);
+                }
+                stats.assigned.fetch_add(1, Ordering::Relaxed);
+                if let Some(asked) = self.draining.remove(key) {
+                    stats.handover.observe(asked.elapsed());
+                }
+            }
+        }
+        Some((write, labels.version.clone()))
+    }
+
+    fn decide_child(
+        &self,
+        source: usize,
+        key: &ObjectKey,
+    ) -> Option<(serde_json::Map<String, Value>, String)> {
+        let child = self.children.get(&(source, key.clone()))?;
+        let owner = ObjectKey {
+            namespace: key.namespace.clone(),
+            name: child.owner.clone()?,
+        };
+        let (_, owner) = self.primaries.get(&owner)?;
+        let holder = owner.shard.as_ref().filter(|_| !owner.drain)?;
+        if child.labels.shard.as_ref() == Some(holder) {
+            return None;
+        }
+        let write = serde_json::Map::from_iter([(self.label.clone(), Value::from(holder.clone()))]);
+        Some((write, child.labels.version.clone()))
+    }
+}
+
+fn key_of(meta: &kube::api::ObjectMeta) -> ObjectKey {
+    ObjectKey {
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone().unwrap_or_default(),
+    }
+}

@@ -1,0 +1,316 @@
+//! Sharding: replicas started with `--sharded` share a guest's keys. Three hosts converge the
+//! sources of the `ledger` guest between them; a fourth joins and takes its share; one stopped
+//! with SIGTERM hands its keys over; one killed loses its keys once its membership Lease
+//! expires. Through it all, the reconciles every host logs show that no key was ever
+//! reconciled by two hosts at once, and every source ends mirrored with its last value.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use kubewasm_tests::{HostProcess, WAIT, control_plane, eventually, guest_wasm};
+use serde_json::json;
+
+const SOURCES: usize = 24;
+const LABEL: &str = "shard.kubewasm.dev/ledger";
+
+/// One host, its member name and the log it left.
+struct Replica {
+    name: &'static str,
+    process: Option<HostProcess>,
+    member: String,
+    /// The whole log once the process has ended, and when it was killed, if it was.
+    ended: Option<(String, Option<u128>)>,
+}
+
+impl Replica {
+    async fn start(name: &'static str, config: &str, args: &[&str]) -> Result<Self> {
+        let process = HostProcess::start_with(name, config, args)?;
+        let member = eventually(&format!("{name} to join the ring"), WAIT, || async {
+            Ok(process.log().lines().find_map(|line| {
+                line.contains("joined the shard ring")
+                    .then(|| word(line, "member="))
+                    .flatten()
+            }))
+        })
+        .await?;
+        Ok(Self {
+            name,
+            process: Some(process),
+            member,
+            ended: None,
+        })
+    }
+
+    fn log(&self) -> String {
+        match (&self.ended, &self.process) {
+            (Some((log, _)), _) => log.clone(),
+            (None, Some(process)) => process.log(),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// Stops the host with SIGTERM and keeps its log.
+    async fn terminate(&mut self) -> Result<()> {
+        let process = self.process.as_ref().context("the host runs")?;
+        process.signal("TERM")?;
+        let log = eventually(&format!("{} to stop", self.name), WAIT, || async {
+            let log = process.log();
+            Ok(log.contains("released the membership Lease").then_some(log))
+        })
+        .await?;
+        self.ended = Some((log, None));
+        self.process = None;
+        Ok(())
+    }
+
+    /// Kills the host with SIGKILL and keeps its log.
+    fn kill(&mut self) -> Result<()> {
+        let process = self.process.take().context("the host runs")?;
+        process.signal("KILL")?;
+        let killed = now();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        self.ended = Some((process.log(), Some(killed)));
+        Ok(())
+    }
+}
+
+fn now() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos()
+}
+
+/// The value after `prefix` in the whitespace-separated words of `line` (the first of a guest's
+/// fields follows `fields=`).
+fn word(line: &str, prefix: &str) -> Option<String> {
+    line.split_whitespace()
+        .map(|w| w.strip_prefix("fields=").unwrap_or(w))
+        .find_map(|w| w.strip_prefix(prefix))
+        .map(|w| w.trim_matches('"').to_owned())
+}
+
+#[tokio::test]
+async fn replicas_share_keys_hand_over_and_never_reconcile_one_key_at_once() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("shards").await?;
+    let config = format!(
+        "modules:\n  - path: {}\n    namespaces: [{}]\n    limits:\n      logLinesPerSecond: 100000\n",
+        guest_wasm("ledger").display(),
+        ns.name()
+    );
+    let args = [
+        "--sharded",
+        "--leader-election-namespace",
+        ns.name(),
+        "--leader-election-id",
+        "ledger-ring",
+        "--leader-elect-lease-duration",
+        "4s",
+        "--leader-elect-renew-deadline",
+        "3s",
+        "--leader-elect-retry-period",
+        "1s",
+    ];
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
+    let mut replicas = Vec::new();
+    for name in ["shard-a", "shard-b", "shard-c"] {
+        replicas.push(Replica::start(name, &config, &args).await?);
+    }
+    let result = exercise(&config_maps, &config, &args, &mut replicas).await;
+    if result.is_err() {
+        for replica in &replicas {
+            eprintln!(
+                "--- {} ({}):\n{}",
+                replica.name,
+                replica.member,
+                replica.log()
+            );
+        }
+    }
+    result
+}
+
+async fn exercise(
+    config_maps: &Api<ConfigMap>,
+    config: &str,
+    args: &[&str],
+    replicas: &mut Vec<Replica>,
+) -> Result<()> {
+    for i in 0..SOURCES {
+        let source: ConfigMap = serde_json::from_value(json!({
+            "metadata": {
+                "name": format!("source-{i}"),
+                "labels": { "kubewasm.dev/fixture": "ledger" },
+            },
+            "data": { "value": "v0" },
+        }))?;
+        config_maps.create(&PostParams::default(), &source).await?;
+    }
+    let members = |replicas: &[Replica]| -> BTreeSet<String> {
+        replicas
+            .iter()
+            .filter(|r| r.process.is_some())
+            .map(|r| r.member.clone())
+            .collect()
+    };
+    converged(config_maps, "v0", &members(replicas)).await?;
+    let holders = holders(config_maps).await?;
+    ensure!(
+        holders.values().collect::<BTreeSet<_>>().len() == 3,
+        "the sources are not shared by the three replicas: {holders:?}"
+    );
+
+    // A fourth replica joins: it takes its share, and the keys it takes are drained first.
+    replicas.push(Replica::start("shard-d", config, args).await?);
+    let joined = replicas[3].member.clone();
+    eventually("the new replica to hold keys", WAIT, || async {
+        let holders = self::holders(config_maps).await?;
+        Ok(holders.values().any(|m| *m == joined).then_some(()))
+    })
+    .await?;
+    update(config_maps, "v1").await?;
+    converged(config_maps, "v1", &members(replicas)).await?;
+
+    // One stops with SIGTERM: its keys go to the others at once.
+    replicas[1].terminate().await?;
+    update(config_maps, "v2").await?;
+    converged(config_maps, "v2", &members(replicas)).await?;
+
+    // One is killed: its keys move once its Lease expires.
+    replicas[2].kill()?;
+    update(config_maps, "v3").await?;
+    converged(config_maps, "v3", &members(replicas)).await?;
+
+    for replica in replicas.iter_mut() {
+        if replica.process.is_some() {
+            replica.terminate().await?;
+        }
+    }
+    never_at_once(replicas)
+}
+
+/// Sets every source's value.
+async fn update(config_maps: &Api<ConfigMap>, value: &str) -> Result<()> {
+    for i in 0..SOURCES {
+        let patch = json!({ "data": { "value": value } });
+        config_maps
+            .patch(
+                &format!("source-{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// The member each source is labelled for.
+async fn holders(config_maps: &Api<ConfigMap>) -> Result<BTreeMap<String, String>> {
+    let sources = config_maps
+        .list(&kube::api::ListParams::default().labels("kubewasm.dev/fixture=ledger"))
+        .await?;
+    Ok(sources
+        .items
+        .into_iter()
+        .filter_map(|s| {
+            let name = s.metadata.name?;
+            let holder = s.metadata.labels?.get(LABEL)?.clone();
+            Some((name, holder))
+        })
+        .collect())
+}
+
+/// Waits until every source is labelled for one of `members` and its child holds `value`.
+async fn converged(
+    config_maps: &Api<ConfigMap>,
+    value: &str,
+    members: &BTreeSet<String>,
+) -> Result<()> {
+    eventually(
+        &format!("every source mirrored with {value}"),
+        WAIT,
+        || async {
+            let holders = holders(config_maps).await?;
+            let held = holders.len() == SOURCES && holders.values().all(|m| members.contains(m));
+            if !held {
+                return Ok(None);
+            }
+            for i in 0..SOURCES {
+                let child = config_maps.get_opt(&format!("source-{i}-ledger")).await?;
+                let mirrored = child
+                    .and_then(|c| c.data)
+                    .and_then(|d| d.get("value").cloned());
+                if mirrored.as_deref() != Some(value) {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(()))
+        },
+    )
+    .await
+}
+
+/// Checks, from every replica's log, that no two replicas reconciled one source at once.
+fn never_at_once(replicas: &[Replica]) -> Result<()> {
+    // Per source: (start, end, replica).
+    let mut runs: BTreeMap<String, Vec<(u128, u128, &str)>> = BTreeMap::new();
+    let mut total = 0;
+    for replica in replicas {
+        let (log, killed) = replica.ended.as_ref().context("every replica ended")?;
+        let mut open: BTreeMap<String, u128> = BTreeMap::new();
+        for line in log.lines().filter(|l| l.contains(" ledger ")) {
+            let (Some(event), Some(source), Some(at)) = (
+                word(line, "event="),
+                word(line, "source="),
+                word(line, "at=").and_then(|a| a.parse::<u128>().ok()),
+            ) else {
+                continue;
+            };
+            match event.as_str() {
+                "start" => {
+                    ensure!(
+                        open.insert(source.clone(), at).is_none(),
+                        "{} started {source} twice at once",
+                        replica.name
+                    );
+                }
+                _ => {
+                    let start = open
+                        .remove(&source)
+                        .with_context(|| format!("{} ended {source} unstarted", replica.name))?;
+                    runs.entry(source)
+                        .or_default()
+                        .push((start, at, replica.name));
+                    total += 1;
+                }
+            }
+        }
+        for (source, start) in open {
+            let end = killed.with_context(|| {
+                format!("{} never ended its reconcile of {source}", replica.name)
+            })?;
+            runs.entry(source)
+                .or_default()
+                .push((start, end, replica.name));
+        }
+    }
+    ensure!(total >= SOURCES * 4, "only {total} reconciles were logged");
+    for (source, mut spans) in runs {
+        spans.sort();
+        for pair in spans.windows(2) {
+            let ((_, end, first), (start, _, second)) = (pair[0], pair[1]);
+            ensure!(
+                first == second || start >= end,
+                "{source} was reconciled by {first} and {second} at once"
+            );
+        }
+    }
+    eprintln!("{total} reconciles, none of one source by two replicas at once");
+    Ok(())
+}
