@@ -670,10 +670,24 @@ fn scrapes_the_metrics_service(objects: &[Value]) -> Result<()> {
 
 #[test]
 fn kustomize_and_helm_render_the_same_host() -> Result<()> {
+    same_host(&examples(), &[])?;
+    // Sharded: the kustomize component on the examples, the chart's sharding value.
+    same_host(
+        &repo_root().join("deploy/kustomize/examples-sharded"),
+        &["--set", "sharding.enabled=true", "--set", "replicas=3"],
+    )
+    .context("sharded")
+}
+
+/// The kustomize overlay `overlay` and the chart with the example values and `args` render the
+/// same host and CRD.
+fn same_host(overlay: &Path, args: &[&str]) -> Result<()> {
     let kustomized = documents(&run(Command::new(kubectl())
         .arg("kustomize")
-        .arg(examples()))?)?;
-    let charted = documents(&render_chart("kubewasm", NAMESPACE, &["--include-crds"])?)?;
+        .arg(overlay))?)?;
+    let mut args = args.to_vec();
+    args.push("--include-crds");
+    let charted = documents(&render_chart("kubewasm", NAMESPACE, &args)?)?;
 
     let charted = essentials(&charted, &BTreeMap::new());
     // kustomize names the configuration after its content.
