@@ -4,7 +4,9 @@
 //! Guarantees: a member's Lease is held with the leader election's rules (see
 //! [`crate::cluster::leader`]), so a member that cannot renew stops before another replica may
 //! count it gone; [`watch`] reports a member gone once its Lease is released, deleted, or has
-//! not changed for its duration by this process's clock, and reports no member twice.
+//! not changed for its duration by this process's clock, and reports no member twice. A
+//! Lease left unchanged for twice its duration (a replica gone for good) is deleted, at the
+//! version seen: a Lease renewed meanwhile stays.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, RandomState};
@@ -12,6 +14,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::sync::watch as channel;
@@ -80,7 +83,7 @@ pub fn watch(client: Client, namespace: &str, ring: &str) -> channel::Receiver<B
     let config = watcher::Config::default().labels(&format!("{RING_LABEL}={ring}"));
     let ring = ring.to_owned();
     tokio::spawn(async move {
-        let events = watcher(api, config).default_backoff();
+        let events = watcher(api.clone(), config).default_backoff();
         let mut events = std::pin::pin!(events);
         let mut leases = Leases::default();
         let mut ticks = tokio::time::interval(TICK);
@@ -93,6 +96,22 @@ pub fn watch(client: Client, namespace: &str, ring: &str) -> channel::Receiver<B
                 },
                 _ = ticks.tick() => {}
                 () = sender.closed() => return,
+            }
+            for (name, version) in leases.abandoned(Instant::now()) {
+                let preconditions = Preconditions {
+                    resource_version: Some(version),
+                    uid: None,
+                };
+                let params = DeleteParams::default().preconditions(preconditions);
+                match api.delete(&name, &params).await {
+                    Ok(_) => {
+                        tracing::info!(%ring, lease = %name, "deleted the Lease of a member gone")
+                    }
+                    Err(error) => {
+                        tracing::debug!(%ring, lease = %name, %error, "deleting the Lease of a member gone")
+                    }
+                }
+                leases.seen.remove(&name);
             }
             let live = leases.live(Instant::now());
             sender.send_if_modified(|members| {
@@ -108,12 +127,15 @@ pub fn watch(client: Client, namespace: &str, ring: &str) -> channel::Receiver<B
     receiver
 }
 
+/// A membership Lease's record, when it was first seen, and its version.
+type Seen = (LeaseSpec, Instant, String);
+
 /// Membership Leases by name, each with when its record was first seen.
 #[derive(Default)]
 struct Leases {
-    seen: BTreeMap<String, (LeaseSpec, Instant)>,
+    seen: BTreeMap<String, Seen>,
     /// The Leases of a list in progress.
-    listing: Option<BTreeMap<String, (LeaseSpec, Instant)>>,
+    listing: Option<BTreeMap<String, Seen>>,
 }
 
 impl Leases {
@@ -121,11 +143,9 @@ impl Leases {
         match event {
             watcher::Event::Init => self.listing = Some(BTreeMap::new()),
             watcher::Event::InitApply(lease) => {
-                let name = lease.metadata.name.clone().unwrap_or_default();
-                let spec = lease.spec.unwrap_or_default();
-                let at = self.first_seen(&name, &spec, now);
+                let (name, seen) = self.seen_now(lease, now);
                 if let Some(listing) = &mut self.listing {
-                    listing.insert(name, (spec, at));
+                    listing.insert(name, seen);
                 }
             }
             watcher::Event::InitDone => {
@@ -134,10 +154,8 @@ impl Leases {
                 }
             }
             watcher::Event::Apply(lease) => {
-                let name = lease.metadata.name.clone().unwrap_or_default();
-                let spec = lease.spec.unwrap_or_default();
-                let at = self.first_seen(&name, &spec, now);
-                self.seen.insert(name, (spec, at));
+                let (name, seen) = self.seen_now(lease, now);
+                self.seen.insert(name, seen);
             }
             watcher::Event::Delete(lease) => {
                 self.seen.remove(&lease.metadata.name.unwrap_or_default());
@@ -145,21 +163,39 @@ impl Leases {
         }
     }
 
-    /// When `spec` was first seen as the record of `name`: now, unless it is unchanged.
-    fn first_seen(&self, name: &str, spec: &LeaseSpec, now: Instant) -> Instant {
-        match self.seen.get(name) {
-            Some((seen, at)) if seen == spec => *at,
+    /// The name of `lease`, and its record with when it was first seen: now, unless the record
+    /// is unchanged.
+    fn seen_now(&self, lease: Lease, now: Instant) -> (String, Seen) {
+        let name = lease.metadata.name.unwrap_or_default();
+        let version = lease.metadata.resource_version.unwrap_or_default();
+        let spec = lease.spec.unwrap_or_default();
+        let at = match self.seen.get(&name) {
+            Some((seen, at, _)) if *seen == spec => *at,
             _ => now,
-        }
+        };
+        (name, (spec, at, version))
     }
 
     /// The holders of unexpired Leases.
     fn live(&self, now: Instant) -> BTreeSet<String> {
         self.seen
             .values()
-            .filter(|(spec, at)| !leader::expired(spec, *at, now))
-            .filter_map(|(spec, _)| spec.holder_identity.clone())
+            .filter(|(spec, at, _)| !leader::expired(spec, *at, now))
+            .filter_map(|(spec, _, _)| spec.holder_identity.clone())
             .filter(|holder| !holder.is_empty())
+            .collect()
+    }
+
+    /// The names and versions of Leases unchanged for twice their duration (at least 2 s).
+    fn abandoned(&self, now: Instant) -> Vec<(String, String)> {
+        self.seen
+            .iter()
+            .filter(|(_, (spec, at, _))| {
+                let seconds = spec.lease_duration_seconds.unwrap_or(0).max(1);
+                let twice = Duration::from_secs(2 * u64::try_from(seconds).unwrap_or(1));
+                now >= *at + twice
+            })
+            .map(|(name, (_, _, version))| (name.clone(), version.clone()))
             .collect()
     }
 }
@@ -199,6 +235,20 @@ mod tests {
         leases.apply(watcher::Event::Apply(lease("r-b", "b", 15, 0)), later);
         let expired = start + Duration::from_secs(15);
         assert_eq!(leases.live(expired), BTreeSet::from(["a".into()]));
+        let names =
+            |at| -> Vec<String> { leases.abandoned(at).into_iter().map(|(n, _)| n).collect() };
+        assert_eq!(names(expired), ["r-c"], "a released Lease, after 2 s");
+        let abandoned = start + Duration::from_secs(30);
+        let names: Vec<_> = leases
+            .abandoned(abandoned)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(
+            names,
+            ["r-b", "r-c"],
+            "a released Lease and one not renewed for 30 s"
+        );
         leases.apply(watcher::Event::Delete(lease("r-a", "a", 15, 1)), expired);
         assert!(leases.live(expired).is_empty());
     }

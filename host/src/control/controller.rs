@@ -1125,8 +1125,8 @@ impl Controller {
         }
     }
 
-    /// How many primary objects the guest holds.
-    fn held(&self) -> usize {
+    /// How many primary objects the guest holds: on a sharded replica, its share.
+    pub fn held(&self) -> usize {
         self.primaries.iter().map(View::count).sum()
     }
 }

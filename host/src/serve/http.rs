@@ -293,6 +293,9 @@ fn status(snapshot: &Snapshot) -> serde_json::Value {
         .iter()
         .map(|guest| {
             let h = &guest.tally;
+            let shard = guest.shard.as_ref().map(
+                |s| json!({ "member": s.member, "objects": s.objects, "handovers": s.handovers }),
+            );
             json!({
                 "name": guest.name,
                 "module": guest.module,
@@ -317,6 +320,7 @@ fn status(snapshot: &Snapshot) -> serde_json::Value {
                 "consecutiveFailures": h.consecutive_failures,
                 "failing": h.failing,
                 "lastError": h.last_error,
+                "shard": shard,
             })
         })
         .collect();

@@ -55,6 +55,28 @@ pub struct GuestSnapshot {
     pub instantiate: HistogramSnapshot,
     /// Time of the guest's export calls.
     pub call: HistogramSnapshot,
+    /// Its share of the keys, when sharded.
+    pub shard: Option<ShardSnapshot>,
+}
+
+/// A sharded guest's share on this replica, and what its sharder did here (only the leader
+/// shards).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardSnapshot {
+    /// This replica's member name.
+    pub member: String,
+    /// Primary objects labelled for this member and cached here.
+    pub objects: usize,
+    /// Keys this replica handed over to other members.
+    pub handovers: u64,
+    /// Live members, as the sharder last saw them.
+    pub members: u64,
+    /// Objects the sharder labelled for a member: new, or of a member gone.
+    pub assigned: u64,
+    /// Drains the sharder asked for: keys moving between live members.
+    pub moves: u64,
+    /// Time from asking for a drain to labelling for the new member.
+    pub handover: HistogramSnapshot,
 }
 
 /// Objects in one informer's cache.
@@ -132,6 +154,20 @@ impl Snapshot {
                 work_duration: c.queue().work_duration().snapshot(),
                 instantiate: c.call_times().instantiate.snapshot(),
                 call: c.call_times().call.snapshot(),
+                shard: c.member().map(|member| {
+                    let stats = c.shard_stats();
+                    let load =
+                        |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+                    ShardSnapshot {
+                        member: member.to_owned(),
+                        objects: c.held(),
+                        handovers: c.handovers().unwrap_or_default(),
+                        members: load(&stats.members),
+                        assigned: load(&stats.assigned),
+                        moves: load(&stats.moves),
+                        handover: stats.handover.snapshot(),
+                    }
+                }),
             })
             .collect();
         let mut caches: Vec<_> = observer
@@ -379,6 +415,7 @@ impl Snapshot {
             "controller",
             |g| &g.call,
         );
+        self.render_shards(&mut out);
         let loads = &self.loads;
         for (name, help, value) in [
             (
@@ -483,6 +520,72 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// The sharded guests' families; none without sharding.
+    fn render_shards(&self, out: &mut Exposition) {
+        let sharded: Vec<(&str, &ShardSnapshot)> = self
+            .guests
+            .iter()
+            .filter_map(|g| Some((g.name.as_str(), g.shard.as_ref()?)))
+            .collect();
+        if sharded.is_empty() {
+            return;
+        }
+        let name = "kubewasm_shard_objects";
+        out.family(
+            name,
+            Kind::Gauge,
+            "Primary objects labelled for this replica's member and cached here",
+        );
+        for (guest, shard) in &sharded {
+            let labels = [("controller", *guest), ("member", shard.member.as_str())];
+            out.sample(name, &labels, shard.objects);
+        }
+        type Count = (&'static str, Kind, &'static str, fn(&ShardSnapshot) -> u64);
+        let counts: [Count; 4] = [
+            (
+                "kubewasm_shard_handovers_total",
+                Kind::Counter,
+                "Keys this replica handed over to another member after a drain",
+                |s| s.handovers,
+            ),
+            (
+                "kubewasm_shard_members",
+                Kind::Gauge,
+                "Live members of the ring, as this replica's sharder last saw them (0 unless it leads)",
+                |s| s.members,
+            ),
+            (
+                "kubewasm_shard_assignments_total",
+                Kind::Counter,
+                "Objects this replica's sharder labelled for a member: new ones and those of members gone",
+                |s| s.assigned,
+            ),
+            (
+                "kubewasm_shard_moves_total",
+                Kind::Counter,
+                "Drains this replica's sharder asked for: keys moving between live members",
+                |s| s.moves,
+            ),
+        ];
+        for (name, kind, help, value) in counts {
+            out.family(name, kind, help);
+            for (guest, shard) in &sharded {
+                out.sample(name, &[("controller", guest)], value(shard));
+            }
+        }
+        let name = "kubewasm_shard_handover_seconds";
+        out.family(
+            name,
+            Kind::Histogram,
+            "Time from this replica's sharder asking for a drain to labelling the key for its new member",
+        );
+        for (guest, shard) in &sharded {
+            out.histogram(name, &[("controller", guest)], &shard.handover);
+        }
+    }
+}
+
 /// The objects left with each unloaded guest's finalizer, summed per guest and finalizer (one
 /// pair may have been left on several selections).
 fn orphans(observer: &Observer) -> Vec<OrphanSnapshot> {
@@ -583,18 +686,25 @@ impl Exposition {
         value: impl Fn(&GuestSnapshot) -> &HistogramSnapshot,
     ) {
         self.family(name, Kind::Histogram, help);
+        for guest in guests {
+            self.histogram(name, &[(label, &guest.name)], value(guest));
+        }
+    }
+
+    /// The samples of one histogram of family `name` with `labels`: cumulative buckets up to
+    /// `+Inf`, the sum and the count.
+    fn histogram(&mut self, name: &str, labels: &[(&str, &str)], histogram: &HistogramSnapshot) {
         let [bucket, sum, count] =
             ["bucket", "sum", "count"].map(|suffix| format!("{name}_{suffix}"));
-        for guest in guests {
-            let histogram = value(guest);
-            let bounds = histogram.bounds.iter().copied().chain([f64::INFINITY]);
-            for (bound, cumulative) in bounds.zip(&histogram.cumulative) {
-                let le = go_float(bound);
-                self.sample(&bucket, &[(label, &guest.name), ("le", &le)], cumulative);
-            }
-            self.sample(&sum, &[(label, &guest.name)], histogram.sum);
-            self.sample(&count, &[(label, &guest.name)], histogram.count());
+        let bounds = histogram.bounds.iter().copied().chain([f64::INFINITY]);
+        for (bound, cumulative) in bounds.zip(&histogram.cumulative) {
+            let le = go_float(bound);
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample(&bucket, &with_le, cumulative);
         }
+        self.sample(&sum, labels, histogram.sum);
+        self.sample(&count, labels, histogram.count());
     }
 }
 
@@ -646,6 +756,7 @@ mod tests {
     use kube::api::GroupVersionKind;
 
     use super::*;
+    use crate::control::sharder::HANDOVER_BUCKETS;
     use crate::histogram::{
         GUEST_CALL_BUCKETS, Histogram, RECONCILE_TIME_BUCKETS, WORKQUEUE_BUCKETS,
     };
@@ -697,7 +808,38 @@ mod tests {
             work_duration: histogram(WORKQUEUE_BUCKETS, &[0.5]),
             instantiate: histogram(GUEST_CALL_BUCKETS, &[2e-5, 3e-5]),
             call: histogram(GUEST_CALL_BUCKETS, &[]),
+            shard: None,
         }
+    }
+
+    #[test]
+    fn a_sharded_guest_reports_its_share_and_what_its_sharder_did() {
+        let mut snapshot = snapshot();
+        assert!(!snapshot.render().contains("kubewasm_shard_"));
+        snapshot.guests[1].shard = Some(ShardSnapshot {
+            member: "host-0-1a2b3c4d".into(),
+            objects: 3300,
+            handovers: 12,
+            members: 3,
+            assigned: 40,
+            moves: 12,
+            handover: histogram(HANDOVER_BUCKETS, &[0.02, 0.3]),
+        });
+        let text = snapshot.render();
+        for line in [
+            r#"kubewasm_shard_objects{controller="podset",member="host-0-1a2b3c4d"} 3300"#,
+            r#"kubewasm_shard_handovers_total{controller="podset"} 12"#,
+            r#"kubewasm_shard_members{controller="podset"} 3"#,
+            r#"kubewasm_shard_moves_total{controller="podset"} 12"#,
+            r#"kubewasm_shard_handover_seconds_bucket{controller="podset",le="+Inf"} 2"#,
+            r#"kubewasm_shard_handover_seconds_count{controller="podset"} 2"#,
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from\n{text}"
+            );
+        }
+        assert!(!text.contains(r#"kubewasm_shard_objects{controller="mirror""#));
     }
 
     fn snapshot() -> Snapshot {
