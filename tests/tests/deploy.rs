@@ -682,9 +682,7 @@ fn kustomize_and_helm_render_the_same_host() -> Result<()> {
 /// The kustomize overlay `overlay` and the chart with the example values and `args` render the
 /// same host and CRD.
 fn same_host(overlay: &Path, args: &[&str]) -> Result<()> {
-    let kustomized = documents(&run(Command::new(kubectl())
-        .arg("kustomize")
-        .arg(overlay))?)?;
+    let kustomized = documents(&run(Command::new(kubectl()).arg("kustomize").arg(overlay))?)?;
     let mut args = args.to_vec();
     args.push("--include-crds");
     let charted = documents(&render_chart("kubewasm", NAMESPACE, &args)?)?;
