@@ -1,8 +1,10 @@
 //! Sharding: replicas started with `--sharded` share a guest's keys. Three hosts converge the
 //! sources of the `ledger` guest between them; a fourth joins and takes its share; one stopped
 //! with SIGTERM hands its keys over; one killed loses its keys once its membership Lease
-//! expires. Through it all, the reconciles every host logs show that no key was ever
-//! reconciled by two hosts at once, and every source ends mirrored with its last value.
+//! expires; the leader, which runs the sharder, stopped with SIGTERM, leaves the last one to
+//! shard and hold every key. Through it all, the reconciles every host logs show that no key
+//! was ever reconciled by two hosts at once, and every source ends mirrored with its last
+//! value.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -187,6 +189,20 @@ async fn exercise(
     update(config_maps, "v3").await?;
     converged(config_maps, "v3", &members(replicas)).await?;
 
+    // The leader stops: the last replica leads, shards, and takes every key.
+    let leader = replicas
+        .iter()
+        .position(|r| r.process.is_some() && r.log().contains("became leader"))
+        .context("a running replica leads")?;
+    ensure!(leader != 3, "the replica that joined last leads");
+    replicas[leader].terminate().await?;
+    update(config_maps, "v4").await?;
+    converged(config_maps, "v4", &members(replicas)).await?;
+    ensure!(
+        replicas[3].log().contains("became leader"),
+        "the last replica took the sharder over"
+    );
+
     for replica in replicas.iter_mut() {
         if replica.process.is_some() {
             replica.terminate().await?;
@@ -300,7 +316,7 @@ fn never_at_once(replicas: &[Replica]) -> Result<()> {
                 .push((start, end, replica.name));
         }
     }
-    ensure!(total >= SOURCES * 4, "only {total} reconciles were logged");
+    ensure!(total >= SOURCES * 5, "only {total} reconciles were logged");
     for (source, mut spans) in runs {
         spans.sort();
         for pair in spans.windows(2) {

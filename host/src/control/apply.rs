@@ -208,8 +208,9 @@ impl ClusterBackend {
         }
     }
 
-    /// Removes `labels` from `object` with a merge patch by the sharder's field manager; an
-    /// object already deleted needs nothing.
+    /// Removes `labels` from `object` with a merge patch by the sharder's field manager, at the
+    /// object's resourceVersion: a conflict if it changed since (another member may hold it by
+    /// now). An object already deleted needs nothing.
     pub async fn remove_labels(
         &self,
         kind: &GroupVersionKind,
@@ -221,7 +222,9 @@ impl ClusterBackend {
             .iter()
             .map(|label| ((*label).to_owned(), Value::Null))
             .collect();
-        let patch = serde_json::json!({ "metadata": { "labels": removed } });
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": object.resource_version(), "labels": removed }
+        });
         let params = PatchParams {
             field_manager: Some(SHARDER_FIELD_MANAGER.to_owned()),
             ..PatchParams::default()

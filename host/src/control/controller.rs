@@ -890,9 +890,11 @@ impl Controller {
     }
 
     /// Hands `key` over to the member the sharder moves it to: removes its shard and drain
-    /// labels, after which this replica no longer reconciles it. Called by the one worker
-    /// holding the key, so no reconcile of it runs here meanwhile. A failed write is retried
-    /// with the key's backoff.
+    /// labels from `object` as cached, after which this replica no longer reconciles it. Called
+    /// by the one worker holding the key, so no reconcile of it runs here meanwhile. The write
+    /// names the cached version: a stale copy (the key handed over already, and maybe assigned
+    /// to another member) never removes the new member's label. A failed write is retried
+    /// with the key's backoff, from the cache as it is then.
     async fn hand_over(
         &self,
         share: &Share,
