@@ -4,6 +4,7 @@ use std::fmt::Display;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
@@ -263,31 +264,47 @@ async fn lost(held: Option<&Leadership>) {
 
 /// Starts the host and runs it until shutdown. With an elector, the host starts as a warm
 /// standby (informers listing, modules loading) while it waits for leadership, and the leading
-/// gate opens once it leads. When sharded, the workers' gate opens once the membership Lease is
-/// held, while leadership (the sharder's) is contested alongside. On shutdown the Leases are
-/// released after the reconciles in flight end. When a Lease is lost, stops reconciling at
-/// once and fails, so that the process is restarted.
+/// gate opens once it leads. When sharded, the membership Lease is taken once the modules are
+/// loaded and every informer has listed, and the workers' gate opens then, while leadership
+/// (the sharder's) is contested alongside. On shutdown the Leases are released after the
+/// reconciles in flight end. When a Lease is lost, stops reconciling at once and fails, so
+/// that the process is restarted.
 async fn run_host(
     host: impl Future<Output = Result<Host, HostError>>,
     started: Started,
     shutdown: CancellationToken,
     roles: Roles,
 ) -> anyhow::Result<ExitCode> {
+    // Opens once the modules are loaded and every informer has listed.
+    let warm = Gate::closed();
     let run = async {
         let host = host.await?;
-        started.set(host.observer());
+        let observer = host.observer();
+        started.set(observer.clone());
+        let warmed = warm.clone();
+        tokio::spawn(async move {
+            while !observer.informers().iter().all(|i| i.is_synced()) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            warmed.let_through();
+        });
         host.run(shutdown.clone()).await;
         anyhow::Ok(())
     };
     let mut run = std::pin::pin!(run);
     let mut membership = None;
     if let Some(joining) = &roles.member {
+        // A member takes keys only once warm: the sharder gives it its share at once.
+        let join = async {
+            warm.opened().await;
+            acquire(joining, "membership", &shutdown).await
+        };
         let joined = tokio::select! {
             ran = &mut run => {
                 ran?;
                 return Ok(ExitCode::SUCCESS);
             }
-            joined = acquire(joining, "membership", &shutdown) => joined?,
+            joined = join => joined?,
         };
         let Some(joined) = joined else {
             run.await?;

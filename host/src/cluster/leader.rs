@@ -258,10 +258,15 @@ impl LeaderElector {
             if attempt == Attempt::Held {
                 return Ok(self.lead(observed));
             }
+            // Held by another: try again when its record expires, if that comes first. After a
+            // failure, only after the retry period, so as not to hammer a failing API server.
             let retry = self.config.timings.retry_period;
-            let wait = observed.as_ref().map_or(retry, |seen| {
-                retry.min(seen.expiry().saturating_duration_since(Instant::now()))
-            });
+            let wait = match (&observed, attempt) {
+                (Some(seen), Attempt::Taken) => {
+                    retry.min(seen.expiry().saturating_duration_since(Instant::now()))
+                }
+                _ => retry,
+            };
             tokio::select! {
                 () = sleep(wait) => {}
                 () = changed.notified() => {}

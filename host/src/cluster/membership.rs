@@ -103,15 +103,23 @@ pub fn watch(client: Client, namespace: &str, ring: &str) -> channel::Receiver<B
                     uid: None,
                 };
                 let params = DeleteParams::default().preconditions(preconditions);
+                // Forgotten only once gone: a Lease seen again after a relist would count as
+                // live for another duration. One that may not be deleted is left alone.
                 match api.delete(&name, &params).await {
                     Ok(_) => {
-                        tracing::info!(%ring, lease = %name, "deleted the Lease of a member gone")
+                        tracing::info!(%ring, lease = %name, "deleted the Lease of a member gone");
+                        leases.seen.remove(&name);
                     }
+                    Err(kube::Error::Api(status)) if status.code == 404 => {
+                        leases.seen.remove(&name);
+                    }
+                    // Changed meanwhile: its watch event brings the new record.
+                    Err(kube::Error::Api(status)) if status.code == 409 => {}
                     Err(error) => {
-                        tracing::debug!(%ring, lease = %name, %error, "deleting the Lease of a member gone")
+                        tracing::warn!(%ring, lease = %name, %error, "deleting the Lease of a member gone");
+                        leases.kept.insert(name);
                     }
                 }
-                leases.seen.remove(&name);
             }
             let live = leases.live(Instant::now());
             sender.send_if_modified(|members| {
@@ -136,6 +144,8 @@ struct Leases {
     seen: BTreeMap<String, Seen>,
     /// The Leases of a list in progress.
     listing: Option<BTreeMap<String, Seen>>,
+    /// Leases whose deletion failed other than by a conflict: not tried again.
+    kept: BTreeSet<String>,
 }
 
 impl Leases {
@@ -190,6 +200,7 @@ impl Leases {
     fn abandoned(&self, now: Instant) -> Vec<(String, String)> {
         self.seen
             .iter()
+            .filter(|(name, _)| !self.kept.contains(*name))
             .filter(|(_, (spec, at, _))| {
                 let seconds = spec.lease_duration_seconds.unwrap_or(0).max(1);
                 let twice = Duration::from_secs(2 * u64::try_from(seconds).unwrap_or(1));

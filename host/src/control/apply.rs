@@ -56,9 +56,9 @@ pub struct ClusterBackend {
     patience: Duration,
     elided: AtomicU64,
     events: Mutex<Correlator>,
-    /// When sharded, the shard label and this member's name, set on every object the guest
-    /// applies with a controller owner.
-    shard: Option<(String, String)>,
+    /// When sharded, the shard label, this member's name and the primary kind: the label is
+    /// set on every object of another kind the guest applies with a controller owner.
+    shard: Option<(String, String, GroupVersionKind)>,
 }
 
 /// First pause before a write is sent again; it doubles up to [`MAX_RESEND_PAUSE`].
@@ -70,14 +70,14 @@ const LIST_PAGE: u32 = 500;
 impl ClusterBackend {
     /// A backend for the guest `controller`, reading from `informers`, that sends an idempotent
     /// write again for up to `patience` while the API server cannot answer it. With `shard`
-    /// (label, member), every object applied with a controller owner carries that label, so
-    /// that it stays in the owner's shard.
+    /// (label, member, primary kind), every object not of the primary kind applied with a
+    /// controller owner carries that label, so that it stays in the owner's shard.
     pub fn new(
         resources: Arc<Resources>,
         controller: &str,
         informers: Vec<Arc<Informer>>,
         patience: Duration,
-        shard: Option<(String, String)>,
+        shard: Option<(String, String, GroupVersionKind)>,
     ) -> Self {
         Self {
             resources,
@@ -210,13 +210,13 @@ impl ClusterBackend {
 
     /// Removes `labels` from `object` with a merge patch by the sharder's field manager, at the
     /// object's resourceVersion: a conflict if it changed since (another member may hold it by
-    /// now). An object already deleted needs nothing.
+    /// now). False when the object is gone.
     pub async fn remove_labels(
         &self,
         kind: &GroupVersionKind,
         object: &CachedObject,
         labels: &[&str],
-    ) -> Result<(), CallError> {
+    ) -> Result<bool, CallError> {
         let api = self.api(kind, object.namespace()).await?;
         let removed: serde_json::Map<String, Value> = labels
             .iter()
@@ -233,8 +233,8 @@ impl ClusterBackend {
             .patch(object.name(), &params, &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
             Err(error) => Err(error.into()),
         }
     }
@@ -402,8 +402,9 @@ impl Backend for ClusterBackend {
     }
 
     async fn apply(&self, mut request: ApplyRequest) -> Result<String, CallError> {
-        if let Some((label, member)) = &self.shard
+        if let Some((label, member, primary)) = &self.shard
             && !request.status
+            && request.kind != *primary
         {
             label_owned(&mut request.object, label, member);
         }

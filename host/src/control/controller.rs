@@ -294,7 +294,10 @@ impl Controller {
             &settings.name,
             readable.clone(),
             settings.limits.host_call_timeout,
-            share.as_ref().map(|s| (s.label.clone(), s.member.clone())),
+            share.as_ref().map(|s| {
+                let primary = module.metadata.primary.kind.clone();
+                (s.label.clone(), s.member.clone(), primary)
+            }),
         ));
         let env = Arc::new(GuestEnv::new(
             &settings.name,
@@ -500,6 +503,11 @@ impl Controller {
 
     /// Maps queued watched objects until the controller stops; a call in flight is dropped then.
     async fn map(&self) {
+        // `map-keys` may call the host: a standby calls nothing.
+        tokio::select! {
+            () = self.gate.opened() => {}
+            () = self.stop.cancelled() => return,
+        }
         while let Some(item) = self.unmapped.next().await {
             let unmapped = self
                 .unmapped_states
@@ -723,6 +731,11 @@ impl Controller {
         let metadata = &module.metadata;
         let mut object = self.primary(key);
         if let Some(share) = &self.share {
+            if share.released.lock().expect("released lock").contains(key) {
+                // Handed over already; the cache has not caught up.
+                self.queue.forget(key);
+                return;
+            }
             match &object {
                 Some(cached) if cached.label(&share.drain).is_some() => {
                     self.hand_over(share, &metadata.primary.kind, key, cached)
@@ -732,6 +745,7 @@ impl Controller {
                 Some(_) => {}
                 // Not in the share, or handed over: another replica's.
                 None if !share.gone.lock().expect("gone lock").contains(key) => {
+                    self.note_finalizing(key, None, None);
                     self.queue.forget(key);
                     return;
                 }
@@ -909,10 +923,16 @@ impl Controller {
             .insert(key.clone());
         let labels = [share.label.as_str(), share.drain.as_str()];
         match self.backend.remove_labels(kind, object, &labels).await {
-            Ok(()) => {
+            Ok(true) => {
                 share.handovers.fetch_add(1, Ordering::Relaxed);
+                self.note_finalizing(key, None, None);
                 self.queue.forget(key);
                 tracing::debug!(guest = %self.settings.name, %key, "handed over");
+            }
+            // Deleted meanwhile: still this replica's, to reconcile as gone.
+            Ok(false) => {
+                share.released.lock().expect("released lock").remove(key);
+                self.queue.forget(key);
             }
             Err(error) => {
                 share.released.lock().expect("released lock").remove(key);
@@ -1099,8 +1119,14 @@ impl Controller {
                             .selector
                             .as_ref()
                             .is_none_or(|s| s.matches(&labels));
+                        // Sharded, each member sweeps the objects labelled for it.
+                        let ours = self
+                            .share
+                            .as_ref()
+                            .is_none_or(|s| labels.get(&s.label) == Some(&s.member));
                         if carries
                             && !selected
+                            && ours
                             && let Some(name) = meta.name
                         {
                             let key = ObjectKey {

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt, stream};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
 use kube::api::{DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
@@ -46,6 +47,9 @@ use crate::histogram::{Histogram, exponential};
 
 /// Label writes in flight at once.
 const WRITES_AT_ONCE: usize = 32;
+
+/// Pause before failed label writes are decided and sent again.
+const RETRY: Duration = Duration::from_secs(1);
 
 /// Bounds of the handover time, from asking for a drain to labelling for the new member.
 pub const HANDOVER_BUCKETS: &[f64] = &exponential::<12>(0.005, 2.0);
@@ -114,6 +118,23 @@ pub struct Guest {
     pub owned: Vec<Selection>,
 }
 
+/// The primary kind, and whether it is namespaced.
+struct Primary {
+    kind: GroupVersionKind,
+    namespaced: bool,
+}
+
+impl Primary {
+    /// Whether `owner` names an object of this kind, whatever its version.
+    fn owns(&self, owner: &OwnerReference) -> bool {
+        let group = owner
+            .api_version
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group);
+        owner.kind == self.kind.kind && group == self.kind.group
+    }
+}
+
 /// One object's labels of the ring, and its version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Labels {
@@ -122,11 +143,11 @@ struct Labels {
     version: String,
 }
 
-/// A child object: its labels and the name of its controller owner of the primary kind.
+/// A child object: its labels and the key of its controller owner of the primary kind.
 #[derive(Debug, Clone)]
 struct Child {
     labels: Labels,
-    owner: Option<String>,
+    owner: Option<ObjectKey>,
 }
 
 /// Where an object was seen: a primary selection or an owned one, by index.
@@ -165,10 +186,17 @@ pub async fn run(
                 .map(|(i, s)| (Source::Owned(i), s)),
         );
     let mut kinds = HashMap::new();
+    let mut primary = None;
     for (source, selection) in sources {
         let api = loop {
             match resources.resolve(&selection.kind).await {
                 Ok((resource, namespaced)) => {
+                    if matches!(source, Source::Primary(_)) {
+                        primary = Some(Primary {
+                            kind: selection.kind.clone(),
+                            namespaced,
+                        });
+                    }
                     let client = resources.client().clone();
                     break match &selection.namespace {
                         Some(namespace) if namespaced => {
@@ -198,8 +226,11 @@ pub async fn run(
         streams.push(events.boxed());
         kinds.insert(source, selection.kind.clone());
     }
+    let Some(primary) = primary else {
+        return;
+    };
     let mut events = stream::select_all(streams);
-    let mut state = State::new(label, drain);
+    let mut state = State::new(label, drain, primary);
     tracing::info!(guest = %guest.name, "sharding");
     loop {
         tokio::select! {
@@ -209,6 +240,7 @@ pub async fn run(
                 None => return,
             },
             changed = members.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep(RETRY), if !state.dirty.is_empty() => {}
             () = stop.cancelled() => return,
         }
         state.ring(&members.borrow_and_update(), &stats);
@@ -218,13 +250,20 @@ pub async fn run(
                 state.apply(source, event);
             }
         }
-        let writes = state.decide(&stats);
-        stream::iter(writes)
-            .for_each_concurrent(WRITES_AT_ONCE, |write| {
-                let kind = &kinds[&write.source];
-                write.send(&resources, kind, &guest.name)
-            })
-            .await;
+        // Children first: a key's new member finds them labelled for it when it gets the key.
+        let (children, keys) = state.decide(&stats);
+        for writes in [children, keys] {
+            let failed: Vec<_> = stream::iter(writes)
+                .map(|write| {
+                    let kind = &kinds[&write.source];
+                    write.send(&resources, kind, &guest.name)
+                })
+                .buffer_unordered(WRITES_AT_ONCE)
+                .filter_map(std::future::ready)
+                .collect()
+                .await;
+            state.dirty.extend(failed);
+        }
     }
 }
 
@@ -239,8 +278,14 @@ struct Write {
 }
 
 impl Write {
-    /// Sends the write; a conflict or a missing object is left to the next event.
-    async fn send(self, resources: &Resources, kind: &GroupVersionKind, guest: &str) {
+    /// Sends the write; a conflict or a missing object is left to the next event. Returns the
+    /// object to decide on again when the write failed otherwise.
+    async fn send(
+        self,
+        resources: &Resources,
+        kind: &GroupVersionKind,
+        guest: &str,
+    ) -> Option<(Source, ObjectKey)> {
         let patch = json!({
             "metadata": { "resourceVersion": self.version, "labels": self.labels }
         });
@@ -252,17 +297,18 @@ impl Write {
             Ok(api) => api,
             Err(error) => {
                 tracing::warn!(%guest, key = %self.key, %error, "sharder: resolving a kind");
-                return;
+                return Some((self.source, self.key));
             }
         };
         match api
             .patch(&self.key.name, &params, &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {}
+            Ok(_) => None,
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => None,
             Err(error) => {
-                tracing::warn!(%guest, key = %self.key, %error, "sharder: writing shard labels")
+                tracing::warn!(%guest, key = %self.key, %error, retry_in = ?RETRY, "sharder: writing shard labels");
+                Some((self.source, self.key))
             }
         }
     }
@@ -272,6 +318,7 @@ impl Write {
 struct State {
     label: String,
     drain: String,
+    primary: Primary,
     ring: Ring,
     live: BTreeSet<String>,
     /// Primary objects by key, with the selection they were seen in.
@@ -289,10 +336,11 @@ struct State {
 }
 
 impl State {
-    fn new(label: String, drain: String) -> Self {
+    fn new(label: String, drain: String, primary: Primary) -> Self {
         Self {
             label,
             drain,
+            primary,
             ring: Ring::default(),
             live: BTreeSet::new(),
             primaries: HashMap::new(),
@@ -388,19 +436,18 @@ impl State {
                     .owner_references
                     .iter()
                     .flatten()
-                    .find(|o| o.controller == Some(true))
-                    .map(|o| o.name.clone());
+                    .find(|o| o.controller == Some(true) && self.primary.owns(o))
+                    .map(|o| ObjectKey {
+                        namespace: key.namespace.clone().filter(|_| self.primary.namespaced),
+                        name: o.name.clone(),
+                    });
                 let slot = (i, key.clone());
                 if let Some(old) = self.children.get(&slot).and_then(|c| c.owner.clone()) {
-                    self.unlink(&old, &key, &slot);
+                    self.unlink(&old, &slot);
                 }
                 if let Some(owner) = &owner {
-                    let owner_key = ObjectKey {
-                        namespace: key.namespace.clone(),
-                        name: owner.clone(),
-                    };
                     self.owned_by
-                        .entry(owner_key)
+                        .entry(owner.clone())
                         .or_default()
                         .insert(slot.clone());
                 }
@@ -410,15 +457,11 @@ impl State {
         }
     }
 
-    fn unlink(&mut self, owner: &str, key: &ObjectKey, slot: &(usize, ObjectKey)) {
-        let owner_key = ObjectKey {
-            namespace: key.namespace.clone(),
-            name: owner.to_owned(),
-        };
-        if let Some(children) = self.owned_by.get_mut(&owner_key) {
+    fn unlink(&mut self, owner: &ObjectKey, slot: &(usize, ObjectKey)) {
+        if let Some(children) = self.owned_by.get_mut(owner) {
             children.remove(slot);
             if children.is_empty() {
-                self.owned_by.remove(&owner_key);
+                self.owned_by.remove(owner);
             }
         }
     }
@@ -432,40 +475,47 @@ impl State {
             Source::Owned(i) => {
                 let slot = (i, key.clone());
                 if let Some(owner) = self.children.remove(&slot).and_then(|c| c.owner) {
-                    self.unlink(&owner, key, &slot);
+                    self.unlink(&owner, &slot);
                 }
             }
         }
     }
 
-    /// The writes that bring every dirty object in line with the ring.
-    fn decide(&mut self, stats: &ShardStats) -> Vec<Write> {
+    /// The writes that bring every dirty object in line with the ring: those of children, then
+    /// those of primary objects.
+    fn decide(&mut self, stats: &ShardStats) -> (Vec<Write>, Vec<Write>) {
+        let (mut children, mut keys) = (Vec::new(), Vec::new());
         if self.live.is_empty() {
-            return Vec::new();
+            return (children, keys);
         }
-        let dirty = std::mem::take(&mut self.dirty);
-        let mut writes = Vec::new();
-        for (source, key) in dirty {
+        for (source, key) in std::mem::take(&mut self.dirty) {
             let write = match source {
-                Source::Primary(_) => self.decide_primary(&key, stats),
+                Source::Primary(_) => self.decide_primary(&key, stats, &mut children),
                 Source::Owned(i) => self.decide_child(i, &key),
             };
             if let Some((labels, version)) = write {
-                writes.push(Write {
+                let write = Write {
                     source,
                     key,
                     labels,
                     version,
-                });
+                };
+                match source {
+                    Source::Primary(_) => keys.push(write),
+                    Source::Owned(_) => children.push(write),
+                }
             }
         }
-        writes
+        (children, keys)
     }
 
+    /// The write of the primary object `key`; when it assigns the key, the writes that label
+    /// its children for the same member go to `children`.
     fn decide_primary(
         &mut self,
         key: &ObjectKey,
         stats: &ShardStats,
+        children: &mut Vec<Write>,
     ) -> Option<(serde_json::Map<String, Value>, String)> {
         let (_, labels) = self.primaries.get(key)?;
         let target = self.ring.owner(&key.to_string())?;
@@ -488,6 +538,17 @@ impl State {
             }
             // Unassigned, handed over, or held by a member that is gone.
             _ => {
+                for (i, child_key) in self.owned_by.get(key).into_iter().flatten() {
+                    let child = &self.children[&(*i, child_key.clone())];
+                    if let Some((labels, version)) = self.label_child(child, target) {
+                        children.push(Write {
+                            source: Source::Owned(*i),
+                            key: child_key.clone(),
+                            labels,
+                            version,
+                        });
+                    }
+                }
                 write.insert(self.label.clone(), Value::from(target));
                 if labels.drain {
                     write.insert(self.drain.clone(), Value::Null);
@@ -507,16 +568,21 @@ impl State {
         key: &ObjectKey,
     ) -> Option<(serde_json::Map<String, Value>, String)> {
         let child = self.children.get(&(source, key.clone()))?;
-        let owner = ObjectKey {
-            namespace: key.namespace.clone(),
-            name: child.owner.clone()?,
-        };
-        let (_, owner) = self.primaries.get(&owner)?;
+        let (_, owner) = self.primaries.get(child.owner.as_ref()?)?;
         let holder = owner.shard.as_ref().filter(|_| !owner.drain)?;
-        if child.labels.shard.as_ref() == Some(holder) {
+        self.label_child(child, holder)
+    }
+
+    /// The write that labels `child` for `holder`, unless it is labelled so.
+    fn label_child(
+        &self,
+        child: &Child,
+        holder: &str,
+    ) -> Option<(serde_json::Map<String, Value>, String)> {
+        if child.labels.shard.as_deref() == Some(holder) {
             return None;
         }
-        let write = serde_json::Map::from_iter([(self.label.clone(), Value::from(holder.clone()))]);
+        let write = serde_json::Map::from_iter([(self.label.clone(), Value::from(holder))]);
         Some((write, child.labels.version.clone()))
     }
 }
