@@ -9,10 +9,10 @@
 //!   racing for one record, exactly one wins, the other sees 409 and tries again after the
 //!   retry period;
 //! - the leader renews every retry period; [`Leadership::lost`] resolves as soon as a renewal
-//!   reads another holder, and when no renewal has succeeded within the renew deadline, at
-//!   most renew deadline plus retry period after the last renewal: before another candidate may
-//!   take the Lease over, as long as that is shorter than the lease duration (12 s against 15 s
-//!   by default);
+//!   reads another holder or finds the Lease deleted, and when no renewal has succeeded within
+//!   the renew deadline, at most renew deadline plus retry period after the last renewal:
+//!   before another candidate may take the Lease over, as long as that is shorter than the
+//!   lease duration (12 s against 15 s by default);
 //! - [`Leadership::release`] stops renewing and empties the holder with a one-second duration,
 //!   so a standby takes over at once; a renewal cancelled in flight may still land, so a
 //!   conflicting release reads the Lease again and retries;
@@ -372,6 +372,14 @@ impl LeaderElector {
         observed: &mut Option<Observed>,
     ) -> Result<Attempt, kube::Error> {
         let Some(mut lease) = self.api.get_opt(&self.config.name).await? else {
+            let ours = observed
+                .as_ref()
+                .is_some_and(|o| o.spec.holder_identity.as_deref() == Some(&self.config.identity));
+            if ours {
+                // Deleted under its holder: others may have counted it gone already.
+                tracing::warn!(lease = %self.lease_name(), "the Lease was deleted while held");
+                return Ok(Attempt::Taken);
+            }
             let spec = next_record(None, &self.config, Timestamp::now());
             let lease = Lease {
                 metadata: ObjectMeta {
