@@ -1,7 +1,8 @@
 //! Leader election: of two hosts sharing a Lease exactly one reconciles; when it is killed the
 //! standby takes over once the Lease expires; a host stopped with SIGTERM releases the Lease; a
-//! leader that reads another holder in the Lease stops at once; a standby is warm: its modules
-//! are loaded and its caches listed before it leads, and it reconciles nothing until then.
+//! leader that reads another holder in the Lease, or finds it deleted, stops at once; a standby
+//! is warm: its modules are loaded and its caches listed before it leads, and it reconciles
+//! nothing until then.
 
 use std::time::{Duration, Instant};
 
@@ -314,5 +315,38 @@ async fn a_standby_is_warm_and_reconciles_nothing_until_it_leads() -> Result<()>
         return Err(error);
     }
     ensure!(standby.stop()?, "the new leader exits cleanly on SIGTERM");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_leader_whose_lease_is_deleted_stops_instead_of_creating_it_again() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("leader-deleted").await?;
+    let config = module_config("mirror", ns.name());
+    let timings = ["--leader-elect-retry-period", "1s"];
+    let args = [&election(ns.name())[..], &timings].concat();
+    let host = HostProcess::start_with(ns.name(), &config, &args)?;
+    let leases = Api::<Lease>::namespaced(client.clone(), ns.name());
+    eventually("the host to lead", WAIT, || async {
+        Ok(host.log().contains("became leader").then_some(()))
+    })
+    .await?;
+    // Deleted from outside: other candidates may count the holder gone at once.
+    leases.delete(LEASE, &Default::default()).await?;
+    eventually("the host to stop leading", WAIT, || async {
+        Ok(host.log().contains("leadership lost").then_some(()))
+    })
+    .await
+    .inspect_err(|_| eprintln!("host log:\n{}", host.log()))?;
+    let recreated = leases
+        .get_opt(LEASE)
+        .await?
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity);
+    ensure!(
+        recreated.as_deref() != identity(&host).as_deref(),
+        "the host wrote itself into a Lease it had lost: {recreated:?}"
+    );
     Ok(())
 }
