@@ -4,9 +4,10 @@
 //! Guarantees: a member's Lease is held with the leader election's rules (see
 //! [`crate::cluster::leader`]), so a member that cannot renew stops before another replica may
 //! count it gone; [`watch`] reports a member gone once its Lease is released, deleted, or has
-//! not changed for its duration by this process's clock, and reports no member twice. A
-//! Lease left unchanged for twice its duration (a replica gone for good) is deleted, at the
-//! version seen: a Lease renewed meanwhile stays.
+//! not changed for its duration by this process's clock and a read from the API server shows
+//! the version the watch last showed (a stalled watch never makes a live member look gone), and
+//! reports no member twice. A Lease left unchanged for twice its duration (a replica gone for
+//! good) is deleted, at the version seen: a Lease renewed meanwhile stays.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, RandomState};
@@ -97,6 +98,19 @@ pub fn watch(client: Client, namespace: &str, ring: &str) -> channel::Receiver<B
                 _ = ticks.tick() => {}
                 () = sender.closed() => return,
             }
+            for name in leases.unconfirmed(Instant::now()) {
+                // A watch that stalled shows an old record: only a read tells a Lease expired.
+                match api.get_opt(&name).await {
+                    Ok(Some(lease)) => leases.confirm(&name, lease, Instant::now()),
+                    Ok(None) => {
+                        leases.seen.remove(&name);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%ring, lease = %name, %error, "reading a membership Lease that looks expired");
+                        leases.retry_later(&name, Instant::now());
+                    }
+                }
+            }
             for (name, version) in leases.abandoned(Instant::now()) {
                 let preconditions = Preconditions {
                     resource_version: Some(version),
@@ -135,10 +149,23 @@ pub fn watch(client: Client, namespace: &str, ring: &str) -> channel::Receiver<B
     receiver
 }
 
-/// A membership Lease's record, when it was first seen, and its version.
-type Seen = (LeaseSpec, Instant, String);
+/// How long after a failed read a Lease that looks expired is read again.
+const CONFIRM_RETRY: Duration = Duration::from_secs(1);
 
-/// Membership Leases by name, each with when its record was first seen.
+/// A membership Lease's record as the watch or a read showed it.
+#[derive(Debug, Clone)]
+struct Seen {
+    spec: LeaseSpec,
+    /// When this record was first seen.
+    at: Instant,
+    version: String,
+    /// Whether a read showed this version once it had expired: the member is gone.
+    confirmed: bool,
+    /// When the last read of it failed.
+    failed_at: Option<Instant>,
+}
+
+/// Membership Leases by name.
 #[derive(Default)]
 struct Leases {
     seen: BTreeMap<String, Seen>,
@@ -179,21 +206,76 @@ impl Leases {
         let name = lease.metadata.name.unwrap_or_default();
         let version = lease.metadata.resource_version.unwrap_or_default();
         let spec = lease.spec.unwrap_or_default();
-        let at = match self.seen.get(&name) {
-            Some((seen, at, _)) if *seen == spec => *at,
-            _ => now,
+        let seen = match self.seen.get(&name) {
+            Some(seen) if seen.spec == spec => Seen {
+                // A confirmation holds for the version it read.
+                confirmed: seen.confirmed && seen.version == version,
+                version,
+                ..seen.clone()
+            },
+            _ => Seen {
+                spec,
+                at: now,
+                version,
+                confirmed: false,
+                failed_at: None,
+            },
         };
-        (name, (spec, at, version))
+        (name, seen)
     }
 
-    /// The holders of unexpired Leases.
+    /// The holders of Leases not known to have expired: unexpired, or expired by the watch but
+    /// not yet confirmed by a read.
     fn live(&self, now: Instant) -> BTreeSet<String> {
         self.seen
             .values()
-            .filter(|(spec, at, _)| !leader::expired(spec, *at, now))
-            .filter_map(|(spec, _, _)| spec.holder_identity.clone())
+            .filter(|seen| !seen.confirmed || !leader::expired(&seen.spec, seen.at, now))
+            .filter_map(|seen| seen.spec.holder_identity.clone())
             .filter(|holder| !holder.is_empty())
             .collect()
+    }
+
+    /// The names of held Leases expired by the watch that a read has yet to confirm, except
+    /// those whose last read failed less than [`CONFIRM_RETRY`] ago.
+    fn unconfirmed(&self, now: Instant) -> Vec<String> {
+        self.seen
+            .iter()
+            .filter(|(_, seen)| {
+                !seen.confirmed
+                    && seen
+                        .spec
+                        .holder_identity
+                        .as_deref()
+                        .is_some_and(|h| !h.is_empty())
+                    && leader::expired(&seen.spec, seen.at, now)
+                    && seen.failed_at.is_none_or(|at| now >= at + CONFIRM_RETRY)
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Takes in a read of the Lease `name`: the same version as seen confirms it expired,
+    /// another is a new record.
+    fn confirm(&mut self, name: &str, lease: Lease, now: Instant) {
+        let version = lease
+            .metadata
+            .resource_version
+            .as_deref()
+            .unwrap_or_default();
+        match self.seen.get_mut(name) {
+            Some(seen) if seen.version == version => seen.confirmed = true,
+            _ => {
+                let (name, seen) = self.seen_now(lease, now);
+                self.seen.insert(name, seen);
+            }
+        }
+    }
+
+    /// Notes that a read of the Lease `name` failed at `now`.
+    fn retry_later(&mut self, name: &str, now: Instant) {
+        if let Some(seen) = self.seen.get_mut(name) {
+            seen.failed_at = Some(now);
+        }
     }
 
     /// The names and versions of Leases unchanged for twice their duration (at least 2 s).
@@ -201,12 +283,12 @@ impl Leases {
         self.seen
             .iter()
             .filter(|(name, _)| !self.kept.contains(*name))
-            .filter(|(_, (spec, at, _))| {
-                let seconds = spec.lease_duration_seconds.unwrap_or(0).max(1);
+            .filter(|(_, seen)| {
+                let seconds = seen.spec.lease_duration_seconds.unwrap_or(0).max(1);
                 let twice = Duration::from_secs(2 * u64::try_from(seconds).unwrap_or(1));
-                now >= *at + twice
+                now >= seen.at + twice
             })
-            .map(|(name, (_, _, version))| (name.clone(), version.clone()))
+            .map(|(name, seen)| (name.clone(), seen.version.clone()))
             .collect()
     }
 }
@@ -217,10 +299,12 @@ mod tests {
 
     use super::*;
 
+    /// A Lease record; each renewal is a new version.
     fn lease(name: &str, holder: &str, seconds: i32, renewals: i32) -> Lease {
         Lease {
             metadata: ObjectMeta {
                 name: Some(name.into()),
+                resource_version: Some(renewals.to_string()),
                 ..ObjectMeta::default()
             },
             spec: Some(LeaseSpec {
@@ -245,6 +329,7 @@ mod tests {
         leases.apply(watcher::Event::Apply(lease("r-a", "a", 15, 1)), later);
         leases.apply(watcher::Event::Apply(lease("r-b", "b", 15, 0)), later);
         let expired = start + Duration::from_secs(15);
+        leases.confirm("r-b", lease("r-b", "b", 15, 0), expired);
         assert_eq!(leases.live(expired), BTreeSet::from(["a".into()]));
         let names =
             |at| -> Vec<String> { leases.abandoned(at).into_iter().map(|(n, _)| n).collect() };
@@ -262,6 +347,35 @@ mod tests {
         );
         leases.apply(watcher::Event::Delete(lease("r-a", "a", 15, 1)), expired);
         assert!(leases.live(expired).is_empty());
+    }
+
+    #[test]
+    fn a_lease_that_looks_expired_counts_gone_only_once_a_read_shows_the_same_version() {
+        let start = Instant::now();
+        let mut leases = Leases::default();
+        leases.apply(watcher::Event::Apply(lease("r-b", "b", 15, 0)), start);
+        let expired = start + Duration::from_secs(15);
+        let b = BTreeSet::from(["b".to_owned()]);
+        assert_eq!(leases.live(expired), b, "the watch may have stalled");
+        assert_eq!(leases.unconfirmed(expired), ["r-b"]);
+        // The read shows a renewal the watch has not: b is live for another duration.
+        leases.confirm("r-b", lease("r-b", "b", 15, 1), expired);
+        assert!(leases.unconfirmed(expired).is_empty());
+        assert_eq!(leases.live(expired + Duration::from_secs(14)), b);
+        let later = expired + Duration::from_secs(15);
+        assert_eq!(leases.unconfirmed(later), ["r-b"]);
+        // A failed read keeps b and waits before reading again.
+        leases.retry_later("r-b", later);
+        assert!(leases.unconfirmed(later).is_empty());
+        assert_eq!(leases.live(later), b);
+        let retry = later + CONFIRM_RETRY;
+        assert_eq!(leases.unconfirmed(retry), ["r-b"]);
+        leases.confirm("r-b", lease("r-b", "b", 15, 1), retry);
+        assert!(leases.live(retry).is_empty());
+        assert!(leases.unconfirmed(retry).is_empty());
+        // The watch catching up with the version read changes nothing.
+        leases.apply(watcher::Event::Apply(lease("r-b", "b", 15, 1)), retry);
+        assert!(leases.live(retry).is_empty());
     }
 
     #[test]

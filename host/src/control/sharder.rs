@@ -9,7 +9,8 @@
 //! 1. the sharder adds `drain.shard.kubewasm.dev/<guest>` to K;
 //! 2. A sees it, and the worker that dequeues K (never while another of A's workers holds it)
 //!    removes both labels instead of reconciling: A is done with K, and forgets it;
-//! 3. the sharder sees K unassigned and labels it for B, then labels K's children for B;
+//! 3. the sharder sees K unassigned and labels K's children for B, then K itself, so that B
+//!    finds them in its cache when K arrives;
 //! 4. B's watch delivers K, and B reconciles it.
 //!
 //! A member whose Lease expires or is released (it stopped after its reconciles ended) holds
