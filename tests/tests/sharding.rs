@@ -1,23 +1,30 @@
 //! Sharding: replicas started with `--sharded` share a guest's keys. Three hosts converge the
-//! sources of the `ledger` guest between them; a fourth joins and takes its share; one stopped
-//! with SIGTERM hands its keys over; one killed loses its keys once its membership Lease
-//! expires; the leader, which runs the sharder, stopped with SIGTERM, leaves the last one to
-//! shard and hold every key. Through it all, the reconciles every host logs show that no key
-//! was ever reconciled by two hosts at once, and every source ends mirrored with its last
-//! value.
+//! sources of the `ledger` guest and the PodSets of the podset example between them; a fourth
+//! joins and takes its share; one stopped with SIGTERM hands its keys over; one killed loses its
+//! keys once its membership Lease expires; the leader, which runs the sharder, stopped with
+//! SIGTERM, leaves the last one to shard and hold every key. Through it all, the reconciles
+//! every host logs show that no key was ever reconciled by two hosts at once, every source ends
+//! mirrored with its last value, every PodSet has exactly its replicas, no pod was ever created
+//! twice, and every pod carries its PodSet's shard label.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
-use kubewasm_tests::{HostProcess, WAIT, control_plane, eventually, guest_wasm};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use kubewasm_tests::podset::{self, install};
+use kubewasm_tests::{
+    HostProcess, Recorder, WAIT, control_plane, eventually, guest_wasm, is_controlled_by,
+};
 use serde_json::json;
 
 const SOURCES: usize = 24;
 const LABEL: &str = "shard.kubewasm.dev/ledger";
+const PODSETS: usize = 12;
+const PODSET_LABEL: &str = "shard.kubewasm.dev/podset";
 
 /// One host, its member name and the log it left.
 struct Replica {
@@ -102,10 +109,13 @@ async fn replicas_share_keys_hand_over_and_never_reconcile_one_key_at_once() -> 
     let client = plane.client().await?;
     let ns = plane.namespace("shards").await?;
     let config = format!(
-        "modules:\n  - path: {}\n    namespaces: [{}]\n    limits:\n      logLinesPerSecond: 100000\n",
+        "modules:\n  - path: {}\n    namespaces: [{ns}]\n    limits:\n      logLinesPerSecond: 100000\n  \
+         - path: {}\n    namespaces: [{ns}]\n",
         guest_wasm("ledger").display(),
-        ns.name()
+        guest_wasm("podset").display(),
+        ns = ns.name()
     );
+    let (podsets, pods, recorder) = install(&client, ns.name()).await?;
     let args = [
         "--sharded",
         "--leader-election-namespace",
@@ -124,7 +134,19 @@ async fn replicas_share_keys_hand_over_and_never_reconcile_one_key_at_once() -> 
     for name in ["shard-a", "shard-b", "shard-c"] {
         replicas.push(Replica::start(name, &config, &args).await?);
     }
-    let result = exercise(&config_maps, &config, &args, &mut replicas).await;
+    let mut owners = Vec::new();
+    for i in 0..PODSETS {
+        owners.push(podset::create(&podsets, &format!("ps-{i}"), 2).await?);
+    }
+    let cluster = Cluster {
+        config_maps,
+        podsets,
+        pods,
+        recorder,
+        owners,
+        seen: Mutex::new(HashSet::new()),
+    };
+    let result = exercise(cluster, &config, &args, &mut replicas).await;
     if result.is_err() {
         for replica in &replicas {
             eprintln!(
@@ -138,12 +160,87 @@ async fn replicas_share_keys_hand_over_and_never_reconcile_one_key_at_once() -> 
     result
 }
 
+/// The objects the replicas reconcile, and every pod seen.
+struct Cluster {
+    config_maps: Api<ConfigMap>,
+    podsets: Api<DynamicObject>,
+    pods: Api<Pod>,
+    recorder: Recorder,
+    /// The PodSets' uids.
+    owners: Vec<String>,
+    seen: Mutex<HashSet<String>>,
+}
+
+impl Cluster {
+    /// Waits until every source and every PodSet is labelled for one of `members`, every
+    /// source's child holds `value`, every PodSet has `replicas` live pods and says so, and
+    /// every pod is labelled for its PodSet's member.
+    async fn converged(
+        &self,
+        value: &str,
+        replicas: usize,
+        members: &BTreeSet<String>,
+    ) -> Result<()> {
+        converged(&self.config_maps, value, members).await?;
+        podset::converged(
+            &self.podsets,
+            &self.pods,
+            &self.owners,
+            replicas,
+            &self.seen,
+        )
+        .await?;
+        eventually(
+            "every PodSet and pod labelled for a member",
+            WAIT,
+            || async {
+                let podsets = self.podsets.list(&ListParams::default()).await?.items;
+                let pods = self.pods.list(&ListParams::default()).await?.items;
+                for podset in &podsets {
+                    let Some(member) = podset.labels().get(PODSET_LABEL) else {
+                        return Ok(None);
+                    };
+                    if !members.contains(member) {
+                        return Ok(None);
+                    }
+                    let uid = podset.uid().context("a PodSet has a uid")?;
+                    let followed = pods
+                        .iter()
+                        .filter(|pod| is_controlled_by(*pod, &uid))
+                        .all(|pod| pod.labels().get(PODSET_LABEL) == Some(member));
+                    if !followed {
+                        return Ok(None);
+                    }
+                }
+                Ok(Some(()))
+            },
+        )
+        .await
+    }
+
+    /// Sets every PodSet's replicas.
+    async fn scale(&self, replicas: usize) -> Result<()> {
+        for i in 0..PODSETS {
+            let patch = json!({ "spec": { "replicas": replicas } });
+            self.podsets
+                .patch(
+                    &format!("ps-{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+}
+
 async fn exercise(
-    config_maps: &Api<ConfigMap>,
+    cluster: Cluster,
     config: &str,
     args: &[&str],
     replicas: &mut Vec<Replica>,
 ) -> Result<()> {
+    let config_maps = &cluster.config_maps;
     for i in 0..SOURCES {
         let source: ConfigMap = serde_json::from_value(json!({
             "metadata": {
@@ -161,7 +258,7 @@ async fn exercise(
             .map(|r| r.member.clone())
             .collect()
     };
-    converged(config_maps, "v0", &members(replicas)).await?;
+    cluster.converged("v0", 2, &members(replicas)).await?;
     let holders = holders(config_maps).await?;
     ensure!(
         holders.values().collect::<BTreeSet<_>>().len() == 3,
@@ -177,17 +274,19 @@ async fn exercise(
     })
     .await?;
     update(config_maps, "v1").await?;
-    converged(config_maps, "v1", &members(replicas)).await?;
+    cluster.scale(3).await?;
+    cluster.converged("v1", 3, &members(replicas)).await?;
 
     // One stops with SIGTERM: its keys go to the others at once.
     replicas[1].terminate().await?;
     update(config_maps, "v2").await?;
-    converged(config_maps, "v2", &members(replicas)).await?;
+    cluster.converged("v2", 3, &members(replicas)).await?;
 
     // One is killed: its keys move once its Lease expires.
     replicas[2].kill()?;
     update(config_maps, "v3").await?;
-    converged(config_maps, "v3", &members(replicas)).await?;
+    cluster.scale(1).await?;
+    cluster.converged("v3", 1, &members(replicas)).await?;
 
     // The leader stops: the last replica leads, shards, and takes every key.
     let leader = replicas
@@ -197,7 +296,8 @@ async fn exercise(
     ensure!(leader != 3, "the replica that joined last leads");
     replicas[leader].terminate().await?;
     update(config_maps, "v4").await?;
-    converged(config_maps, "v4", &members(replicas)).await?;
+    cluster.scale(2).await?;
+    cluster.converged("v4", 2, &members(replicas)).await?;
     ensure!(
         replicas[3].log().contains("became leader"),
         "the last replica took the sharder over"
@@ -208,6 +308,9 @@ async fn exercise(
             replica.terminate().await?;
         }
     }
+    // Each PodSet's pods were created 2, then 1, then none, then 1 more: any more is a pod
+    // created twice.
+    podset::created_once(&cluster.seen, &cluster.recorder, PODSETS, 2 + 1 + 1, 0).await?;
     never_at_once(replicas)
 }
 
