@@ -59,6 +59,17 @@ pub struct Args {
     /// Pods of the cache runs, comma-separated [default: 10000; quick: 1000].
     #[arg(long, value_delimiter = ',')]
     pub cache_pods: Option<Vec<usize>>,
+    /// Objects the failover runs cache, half PodSets and half their pods, comma-separated
+    /// [default: 10000; quick: 1000].
+    #[arg(long, value_delimiter = ',')]
+    pub failover_objects: Option<Vec<usize>>,
+    /// Sources of the sharded convergence runs, comma-separated [default: 10000; quick: 1000].
+    #[arg(long, value_delimiter = ',')]
+    pub shard_objects: Option<Vec<usize>>,
+    /// Sharded hosts of each sharded convergence run, comma-separated; one unsharded host runs
+    /// first as the baseline [default: 1,2,3; quick: 1,2].
+    #[arg(long, value_delimiter = ',')]
+    pub shard_replicas: Option<Vec<usize>>,
     /// Bytes of payload in each source's data.
     #[arg(long, default_value_t = 256)]
     pub payload_bytes: usize,
@@ -83,6 +94,18 @@ pub struct Args {
         default_value = "target/wasm32-wasip2/release/bench_cache_guest.wasm"
     )]
     pub cache_guest: PathBuf,
+    /// The podset example's guest in Rust.
+    #[arg(long, default_value = "target/wasm32-wasip2/release/podset.wasm")]
+    pub podset_rust: PathBuf,
+    /// The podset example's guest in JavaScript (printed by examples/podset/js/build).
+    #[arg(long, default_value = "target/guests/js/podset.wasm")]
+    pub podset_js: PathBuf,
+    /// The podset example's guest in Python (printed by examples/podset/python/build).
+    #[arg(long, default_value = "target/guests/python/podset.wasm")]
+    pub podset_python: PathBuf,
+    /// The podset example's guest in Go (printed by examples/podset/go/build).
+    #[arg(long, default_value = "target/guests/go/podset.wasm")]
+    pub podset_go: PathBuf,
     /// The release bench-native binary.
     #[arg(long, default_value = "target/release/bench-native")]
     pub native: PathBuf,
@@ -110,11 +133,15 @@ pub enum Workload {
     Scale,
     /// Bytes per cached object, every informer cache side by side.
     Cache,
+    /// kubewasm leader failover, from a warm standby and from a cold start.
+    Failover,
+    /// kubewasm convergence with the keys shared by sharded replicas.
+    Shards,
 }
 
 impl Workload {
     /// Every workload.
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 9] = [
         Self::Dispatch,
         Self::Convergence,
         Self::Churn,
@@ -122,6 +149,8 @@ impl Workload {
         Self::Reload,
         Self::Scale,
         Self::Cache,
+        Self::Failover,
+        Self::Shards,
     ];
 }
 
@@ -160,6 +189,12 @@ pub struct Plan {
     pub cache_configmaps: Vec<usize>,
     /// Pods of each cache run.
     pub cache_pods: Vec<usize>,
+    /// Cached objects of each failover run.
+    pub failover_objects: Vec<usize>,
+    /// Sources of each sharded convergence run.
+    pub shard_objects: Vec<usize>,
+    /// Sharded hosts of each sharded convergence run.
+    pub shard_replicas: Vec<usize>,
     /// The workloads to run.
     pub workloads: Vec<Workload>,
     /// The controllers to compare.
@@ -202,6 +237,18 @@ impl Plan {
                 .cache_pods
                 .clone()
                 .unwrap_or_else(|| pick(quick, vec![1000], vec![10_000])),
+            failover_objects: args
+                .failover_objects
+                .clone()
+                .unwrap_or_else(|| pick(quick, vec![1000], vec![10_000])),
+            shard_objects: args
+                .shard_objects
+                .clone()
+                .unwrap_or_else(|| pick(quick, vec![1000], vec![10_000])),
+            shard_replicas: args
+                .shard_replicas
+                .clone()
+                .unwrap_or_else(|| pick(quick, vec![1, 2], vec![1, 2, 3])),
             workloads: args.workloads.clone(),
             implementations: args.implementations.clone(),
         }

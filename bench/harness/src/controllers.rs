@@ -12,9 +12,16 @@ use serde_json::json;
 use tokio::process::{Child, Command};
 
 use crate::procfs::{self, Usage};
+use kubewasm_tests::Language;
 
 /// Reconciles each implementation runs at the same time.
 pub const CONCURRENCY: u32 = 4;
+/// How long a Lease record stays valid without renewal, client-go's default.
+pub const LEASE_DURATION: Duration = Duration::from_secs(15);
+/// How long a leader tries to renew before it stops, client-go's default.
+const RENEW_DEADLINE: Duration = Duration::from_secs(10);
+/// How often candidates try to take the Lease and the leader renews it, client-go's default.
+const RETRY_PERIOD: Duration = Duration::from_secs(2);
 /// How long a controller may take to exit after SIGTERM before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -62,6 +69,8 @@ pub struct Binaries {
     pub native: PathBuf,
     /// The controller-runtime binary, if it takes part.
     pub controller_runtime: Option<PathBuf>,
+    /// The podset example's component in each language, when the failover workload runs.
+    pub podset: Vec<(Language, PathBuf)>,
 }
 
 /// One module of a kubewasm host.
@@ -83,6 +92,21 @@ pub struct RunOptions {
     pub reload: bool,
     /// kubewasm only: where to serve /metrics, if anywhere.
     pub metrics: Option<SocketAddr>,
+    /// kubewasm only: take part in leader election on this Lease with client-go's default
+    /// timings, and serve the health probes next to /metrics.
+    pub election: Option<Election>,
+}
+
+/// A Lease that candidates for leadership share.
+#[derive(Debug, Clone)]
+pub struct Election {
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// The Lease's name.
+    pub name: String,
+    /// Whether the candidates share the keys (`--sharded`): each holds a membership Lease
+    /// named after this one, and the leader assigns the keys.
+    pub sharded: bool,
 }
 
 /// Starts controllers with their configuration and logs in folders under a work folder.
@@ -274,11 +298,38 @@ impl Launcher {
             .arg(&config)
             .arg("--compile-cache-dir")
             .arg(&self.compile_cache)
-            .args(["--metrics-bind-address", &metrics])
-            .args(["--health-probe-bind-address", "0"])
-            .env("RUST_LOG", "warn,kubewasm::control::host=info");
+            .args(["--metrics-bind-address", &metrics]);
         if !options.reload {
             command.arg("--no-reload");
+        }
+        match &options.election {
+            Some(election) => {
+                anyhow::ensure!(
+                    options.metrics.is_some(),
+                    "leader election serves its probes next to /metrics"
+                );
+                let seconds = |duration: Duration| format!("{}s", duration.as_secs());
+                command
+                    .args(["--health-probe-bind-address", &metrics])
+                    .arg(if election.sharded {
+                        "--sharded"
+                    } else {
+                        "--leader-elect"
+                    })
+                    .arg("--leader-election-namespace")
+                    .arg(&election.namespace)
+                    .args(["--leader-election-id", &election.name])
+                    .args(["--leader-elect-lease-duration", &seconds(LEASE_DURATION)])
+                    .args(["--leader-elect-renew-deadline", &seconds(RENEW_DEADLINE)])
+                    .args(["--leader-elect-retry-period", &seconds(RETRY_PERIOD)])
+                    // The binary logs its leadership under its own target, `kubewasm`.
+                    .env("RUST_LOG", "warn,kubewasm=info");
+            }
+            None => {
+                command
+                    .args(["--health-probe-bind-address", "0"])
+                    .env("RUST_LOG", "warn,kubewasm::control::host=info");
+            }
         }
         Ok(Controllers {
             processes: vec![Process::spawn(command, dir.join("host.log"))?],
@@ -353,13 +404,41 @@ impl Controllers {
 
     /// Sends SIGTERM to every process and waits for them; returns the logs of those that did
     /// not exit cleanly and promptly (those are killed).
-    pub async fn stop(mut self) -> Result<Vec<String>> {
+    pub async fn stop(self) -> Result<Vec<String>> {
+        self.terminate()?;
+        self.stopped().await
+    }
+
+    /// Sends SIGTERM to every process, without waiting for them.
+    pub fn terminate(&self) -> Result<()> {
         let pids: Vec<String> = self.processes.iter().map(|p| p.pid.to_string()).collect();
         let status = std::process::Command::new("kill")
             .arg("-TERM")
             .args(&pids)
             .status()?;
         anyhow::ensure!(status.success(), "kill -TERM failed");
+        Ok(())
+    }
+
+    /// Sends SIGKILL to every process, without waiting for them.
+    pub fn kill(&mut self) -> Result<()> {
+        for process in &mut self.processes {
+            process.child.start_kill()?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every killed process is gone.
+    pub async fn reap(mut self) -> Result<()> {
+        for process in &mut self.processes {
+            process.child.wait().await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every process to exit after SIGTERM; returns the logs of those that did not
+    /// exit cleanly and promptly (those are killed).
+    pub async fn stopped(mut self) -> Result<Vec<String>> {
         let mut unclean = Vec::new();
         for process in &mut self.processes {
             let exit: Option<ExitStatus> = tokio::time::timeout(STOP_TIMEOUT, process.child.wait())

@@ -24,7 +24,8 @@ impl HostCounters {
         Ok(Self::parse(&prometheus::scrape(address).await?))
     }
 
-    fn parse(metrics: &str) -> Self {
+    /// The counters in a host's /metrics text.
+    pub fn parse(metrics: &str) -> Self {
         let all = |_: &[(&str, &str)]| true;
         Self {
             reconciles: prometheus::sum(metrics, "controller_runtime_reconcile_total", |labels| {

@@ -22,9 +22,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use kubewasm_tests::Language;
 
 use crate::bench::Bench;
-use crate::cli::{Args, Plan};
+use crate::cli::{Args, Plan, Workload};
 use crate::cluster::ControlPlane;
 use crate::controllers::{Binaries, Implementation, Launcher};
 use crate::machine::{Machine, Versions};
@@ -47,6 +48,19 @@ async fn main() -> Result<()> {
             .as_deref()
             .map(|path| existing(&repo, path))
             .transpose()?,
+        podset: if plan.runs(Workload::Failover) {
+            [
+                (Language::Rust, &args.podset_rust),
+                (Language::JavaScript, &args.podset_js),
+                (Language::Python, &args.podset_python),
+                (Language::Go, &args.podset_go),
+            ]
+            .into_iter()
+            .map(|(language, path)| Ok((language, existing(&repo, path)?)))
+            .collect::<Result<_>>()?
+        } else {
+            Vec::new()
+        },
     };
     let work = repo.join(&args.work);
     if work.exists() {
@@ -87,6 +101,8 @@ async fn main() -> Result<()> {
         hot_reload: None,
         scale: Vec::new(),
         cache: Vec::new(),
+        failover: Vec::new(),
+        shards: Vec::new(),
         errors: Vec::new(),
         ratios: Vec::new(),
     };

@@ -10,9 +10,11 @@ use crate::procfs::Usage;
 use crate::workloads::cache::CacheRun;
 use crate::workloads::churn::Churn;
 use crate::workloads::convergence::{CEILING_CONCURRENCY, Convergence};
+use crate::workloads::failover::{Failover, Standby, Stop};
 use crate::workloads::idle::IdleResync;
 use crate::workloads::reload::HotReload;
 use crate::workloads::scale::{MIB, Scale};
+use crate::workloads::shards::ShardedConvergence;
 
 /// The JSON document of a run.
 #[derive(Debug, Serialize)]
@@ -30,6 +32,8 @@ pub struct Results {
     pub hot_reload: Option<HotReload>,
     pub scale: Vec<Scale>,
     pub cache: Vec<CacheRun>,
+    pub failover: Vec<Failover>,
+    pub shards: Vec<ShardedConvergence>,
     /// Workloads that failed, with their error.
     pub errors: Vec<String>,
     pub ratios: Vec<Ratio>,
@@ -289,6 +293,111 @@ pub fn ratios(results: &Results) -> Vec<Ratio> {
             Some(Target::AtMost(0.0)),
         ));
     }
+    for run in &results.failover {
+        let how = match run.standby {
+            Standby::Warm => "warm standby",
+            Standby::Cold => "cold start",
+        };
+        let what = format!("failover {}, {how}, {}", run.objects, run.stop.name());
+        let lease_ms = 1e3 * run.lease_duration_seconds as f64;
+        let warm = run.standby == Standby::Warm;
+        let (first, effect) = (
+            Ratio::new(
+                format!("{what}: Lease acquired to the first reconcile's write in every guest"),
+                run.first_write_ms,
+                "ms",
+                warm.then_some(Target::AtMost(1000.0)),
+            ),
+            Ratio::new(
+                format!("{what}: signal to the change reconciled in every guest"),
+                run.effect_ms,
+                "ms",
+                warm.then_some(Target::AtMost(match run.stop {
+                    Stop::Term => 2000.0,
+                    Stop::Kill => lease_ms + 1000.0,
+                })),
+            ),
+        );
+        match warm {
+            true => targets.extend([first, effect]),
+            false => context.extend([first, effect]),
+        }
+        context.push(Ratio::new(
+            format!(
+                "{what}: signal to the Lease acquired (lease {} s)",
+                run.lease_duration_seconds
+            ),
+            run.acquired_ms,
+            "ms",
+            None,
+        ));
+        if warm
+            && let Some(cold) = results.failover.iter().find(|c| {
+                c.standby == Standby::Cold && c.stop == run.stop && c.objects == run.objects
+            })
+        {
+            context.push(Ratio::new(
+                format!(
+                    "failover {}, {}: signal to the change reconciled, warm / cold",
+                    run.objects,
+                    run.stop.name()
+                ),
+                run.effect_ms / cold.effect_ms,
+                "x",
+                None,
+            ));
+        }
+    }
+    for run in results.shards.iter().filter(|r| r.sharded) {
+        let what = format!("shards {}, {} sharded replicas", run.objects, run.replicas);
+        let most = run
+            .hosts
+            .iter()
+            .map(|h| h.sources_cached)
+            .max()
+            .unwrap_or(0);
+        targets.push(Ratio::new(
+            format!("{what}: the largest share of the sources one replica caches, x replicas"),
+            most as f64 * run.replicas as f64 / run.objects as f64,
+            "x",
+            Some(Target::AtMost(1.25)),
+        ));
+        let Some(single) = results
+            .shards
+            .iter()
+            .find(|s| !s.sharded && s.objects == run.objects)
+        else {
+            continue;
+        };
+        let peak = |r: &ShardedConvergence| {
+            r.hosts
+                .iter()
+                .map(|h| h.usage.peak_rss_bytes)
+                .max()
+                .unwrap_or(0) as f64
+        };
+        let cpu = |r: &ShardedConvergence| r.hosts.iter().map(|h| h.usage.cpu_seconds).sum::<f64>();
+        context.extend([
+            Ratio::new(
+                format!("{what}: convergence time / one unsharded host"),
+                run.seconds / single.seconds,
+                "x",
+                None,
+            ),
+            Ratio::new(
+                format!("{what}: the largest replica peak RSS / one unsharded host"),
+                peak(run) / peak(single),
+                "x",
+                None,
+            ),
+            Ratio::new(
+                format!("{what}: CPU of every replica / one unsharded host"),
+                cpu(run) / cpu(single),
+                "x",
+                None,
+            ),
+        ]);
+    }
     for rate in results.churn.iter().map(|c| c.rate_per_second) {
         let p99 = |implementation| {
             results
@@ -519,6 +628,143 @@ pub fn markdown(results: &Results) -> String {
             ]
         }),
     );
+    if !results.failover.is_empty() {
+        section(
+            &mut out,
+            "Failover: the podset example in four languages, one guest each",
+        );
+        table(
+            &mut out,
+            &[
+                ">objects",
+                "standby",
+                "signal",
+                ">lease s",
+                ">signal to Lease acquired ms",
+                ">acquired to first write ms",
+                ">acquired to a reconcile on /metrics ms",
+                ">signal to change reconciled ms",
+                ">acquired to every PodSet again ms",
+                ">old leader CPU s",
+                ">old leader peak RSS MiB",
+                ">standby CPU s at the signal",
+                ">standby RSS MiB at the signal",
+                ">new leader CPU s",
+                ">new leader peak RSS MiB",
+            ],
+            results.failover.iter().map(|f| {
+                vec![
+                    f.objects.to_string(),
+                    f.standby.name().into(),
+                    f.stop.name().into(),
+                    f.lease_duration_seconds.to_string(),
+                    format!("{:.1}", f.acquired_ms),
+                    format!("{:.1}", f.first_write_ms),
+                    format!("{:.1}", f.first_reconcile_on_metrics_ms),
+                    format!("{:.1}", f.effect_ms),
+                    format!("{:.0}", f.handled_all_ms),
+                    format!("{:.2}", f.old_leader.cpu_seconds),
+                    mib(f.old_leader.peak_rss_bytes),
+                    f.standby_at_signal
+                        .map_or("-".into(), |u| format!("{:.2}", u.cpu_seconds)),
+                    f.standby_at_signal.map_or("-".into(), |u| mib(u.rss_bytes)),
+                    format!("{:.2}", f.new_leader.cpu_seconds),
+                    mib(f.new_leader.peak_rss_bytes),
+                ]
+            }),
+        );
+        out.push('\n');
+        table(
+            &mut out,
+            &[
+                ">objects",
+                "standby",
+                "signal",
+                "guest",
+                ">acquired to first write ms",
+                ">acquired to a reconcile on /metrics ms",
+                ">signal to change reconciled ms",
+            ],
+            results.failover.iter().flat_map(|f| {
+                f.guests.iter().map(move |g| {
+                    vec![
+                        f.objects.to_string(),
+                        f.standby.name().into(),
+                        f.stop.name().into(),
+                        g.language.into(),
+                        format!("{:.1}", g.first_write_ms),
+                        format!("{:.1}", g.first_reconcile_on_metrics_ms),
+                        format!("{:.1}", g.effect_ms),
+                    ]
+                })
+            }),
+        );
+    }
+    if !results.shards.is_empty() {
+        section(
+            &mut out,
+            "Sharded convergence: the copy guest on N replicas",
+        );
+        table(
+            &mut out,
+            &[
+                ">sources",
+                ">replicas",
+                "sharded",
+                ">seconds",
+                ">objects/s",
+                ">first child s",
+                ">assignments",
+                ">moves",
+                ">control plane CPU s",
+            ],
+            results.shards.iter().map(|r| {
+                vec![
+                    r.objects.to_string(),
+                    r.replicas.to_string(),
+                    if r.sharded { "yes" } else { "no" }.into(),
+                    format!("{:.2}", r.seconds),
+                    format!("{:.0}", r.objects_per_second),
+                    format!("{:.2}", r.first_child_seconds),
+                    r.assignments.to_string(),
+                    r.moves.to_string(),
+                    format!("{:.2}", r.control_plane_cpu_seconds),
+                ]
+            }),
+        );
+        out.push('\n');
+        table(
+            &mut out,
+            &[
+                ">sources",
+                ">replicas",
+                "sharded",
+                ">replica",
+                ">sources cached",
+                ">objects cached",
+                ">reconciles",
+                ">CPU s",
+                ">RSS MiB",
+                ">peak RSS MiB",
+            ],
+            results.shards.iter().flat_map(|r| {
+                r.hosts.iter().enumerate().map(move |(index, h)| {
+                    vec![
+                        r.objects.to_string(),
+                        r.replicas.to_string(),
+                        if r.sharded { "yes" } else { "no" }.into(),
+                        index.to_string(),
+                        h.sources_cached.to_string(),
+                        h.objects_cached.to_string(),
+                        h.counters.reconciles.to_string(),
+                        format!("{:.2}", h.usage.cpu_seconds),
+                        mib(h.usage.rss_bytes),
+                        mib(h.usage.peak_rss_bytes),
+                    ]
+                })
+            }),
+        );
+    }
     if let Some(report) = results.dispatch.as_ref().and_then(|d| d["report"].as_str()) {
         section(&mut out, "Dispatch micro-benchmark");
         out.push_str(&format!("```text\n{}\n```\n", report.trim_end()));
@@ -596,7 +842,10 @@ mod tests {
 
     use super::*;
     use crate::cli::Args;
+    use crate::host_metrics::HostCounters;
     use crate::workloads::cache::{CacheFigures, Cacher, Shape};
+    use crate::workloads::failover::GuestFailover;
+    use crate::workloads::shards::ShardHost;
 
     fn convergence(
         implementation: Implementation,
@@ -668,6 +917,8 @@ mod tests {
             hot_reload: None,
             scale: vec![scale(1, 20), scale(10, 38)],
             cache: vec![cache_run()],
+            failover: Vec::new(),
+            shards: Vec::new(),
             errors: Vec::new(),
             ratios: Vec::new(),
         }
@@ -703,6 +954,134 @@ mod tests {
                 figures(Implementation::KubeRs, 8000, 4000),
             ],
         }
+    }
+
+    fn failover(standby: Standby, effect_ms: f64) -> Failover {
+        let guest = |language, effect_ms| GuestFailover {
+            language,
+            first_write_ms: 20.0,
+            first_reconcile_on_metrics_ms: 60.0,
+            effect_ms,
+        };
+        Failover {
+            standby,
+            stop: Stop::Term,
+            objects: 1000,
+            podsets: 500,
+            lease_duration_seconds: 15,
+            acquired_ms: 30.0,
+            first_write_ms: 20.0,
+            first_reconcile_on_metrics_ms: 60.0,
+            effect_ms,
+            guests: vec![guest("rust", effect_ms / 2.0), guest("python", effect_ms)],
+            handled_all_ms: 900.0,
+            old_leader: Usage::default(),
+            standby_at_signal: (standby == Standby::Warm).then(Usage::default),
+            new_leader: Usage::default(),
+            clean_exit: Some(true),
+        }
+    }
+
+    #[test]
+    fn a_warm_failover_is_held_to_the_targets_and_compared_with_a_cold_one() {
+        let mut results = results();
+        results.failover = vec![
+            failover(Standby::Warm, 2500.0),
+            failover(Standby::Cold, 5000.0),
+        ];
+        let ratios = ratios(&results);
+        let effect = find(
+            &ratios,
+            "failover 1000, warm standby, SIGTERM: signal to the change reconciled in every guest",
+        );
+        assert_eq!((effect.value, effect.met), (2500.0, Some(false)));
+        let first = find(
+            &ratios,
+            "failover 1000, warm standby, SIGTERM: Lease acquired to the first reconcile's write in every guest",
+        );
+        assert_eq!(first.met, Some(true));
+        let cold = find(
+            &ratios,
+            "failover 1000, cold start, SIGTERM: signal to the change reconciled in every guest",
+        );
+        assert_eq!(cold.met, None);
+        let against = find(
+            &ratios,
+            "failover 1000, SIGTERM: signal to the change reconciled, warm / cold",
+        );
+        assert_eq!(against.value, 0.5);
+        results.ratios = ratios;
+        let text = markdown(&results);
+        assert!(
+            text.contains("| 1000 | warm | SIGTERM | python | 20.0 | 60.0 | 2500.0 |"),
+            "{text}"
+        );
+    }
+
+    fn sharded(replicas: usize, sharded: bool, shares: &[u64], seconds: f64) -> ShardedConvergence {
+        let host = |sources_cached: u64| ShardHost {
+            usage: Usage {
+                peak_rss_bytes: 10 * sources_cached,
+                cpu_seconds: sources_cached as f64 / 100.0,
+                ..Usage::default()
+            },
+            sources_cached,
+            objects_cached: 2 * sources_cached,
+            counters: HostCounters {
+                reconciles: sources_cached,
+                writes_elided: 0,
+                reconcile_seconds: 0.0,
+            },
+        };
+        ShardedConvergence {
+            replicas,
+            sharded,
+            objects: 1000,
+            seconds,
+            objects_per_second: 1000.0 / seconds,
+            first_child_seconds: 1.0,
+            hosts: shares.iter().map(|&s| host(s)).collect(),
+            assignments: 1000,
+            moves: 0,
+            control_plane_cpu_seconds: 3.0,
+        }
+    }
+
+    #[test]
+    fn each_sharded_run_is_held_to_its_share_and_compared_with_one_unsharded_host() {
+        let mut results = results();
+        results.shards = vec![
+            sharded(1, false, &[1000], 10.0),
+            sharded(2, true, &[480, 520], 8.0),
+            sharded(3, true, &[200, 300, 500], 12.0),
+        ];
+        let ratios = ratios(&results);
+        let even = find(
+            &ratios,
+            "shards 1000, 2 sharded replicas: the largest share of the sources one replica caches, x replicas",
+        );
+        assert_eq!((even.value, even.met), (1.04, Some(true)));
+        let uneven = find(
+            &ratios,
+            "shards 1000, 3 sharded replicas: the largest share of the sources one replica caches, x replicas",
+        );
+        assert_eq!((uneven.value, uneven.met), (1.5, Some(false)));
+        let rss = find(
+            &ratios,
+            "shards 1000, 2 sharded replicas: the largest replica peak RSS / one unsharded host",
+        );
+        assert_eq!(rss.value, 0.52);
+        let time = find(
+            &ratios,
+            "shards 1000, 3 sharded replicas: convergence time / one unsharded host",
+        );
+        assert_eq!(time.value, 1.2);
+        results.ratios = ratios;
+        let text = markdown(&results);
+        assert!(
+            text.contains("| 1000 | 3 | yes | 2 | 500 | 1000 | 500 |"),
+            "{text}"
+        );
     }
 
     fn find<'a>(ratios: &'a [Ratio], name: &str) -> &'a Ratio {

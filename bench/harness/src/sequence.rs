@@ -10,7 +10,7 @@ use crate::cli::Workload;
 use crate::controllers::Implementation;
 use crate::report::{self, Results};
 use crate::workloads::cache::{self, Cacher, Shape};
-use crate::workloads::{churn, convergence, dispatch, idle, reload, scale};
+use crate::workloads::{churn, convergence, dispatch, failover, idle, reload, scale, shards};
 
 /// A run in progress.
 pub struct Run {
@@ -105,6 +105,22 @@ impl Run {
                     run,
                     |r, run| r.cache.push(run),
                 )?;
+            }
+        }
+        if plan.runs(Workload::Failover) && controllers.contains(&Implementation::Kubewasm) {
+            for &objects in &plan.failover_objects {
+                let runs = failover::run(bench, objects).await;
+                self.keep(&format!("failover {objects}"), runs, |r, runs| {
+                    r.failover.extend(runs)
+                })?;
+            }
+        }
+        if plan.runs(Workload::Shards) && controllers.contains(&Implementation::Kubewasm) {
+            for &objects in &plan.shard_objects {
+                let runs = shards::run(bench, objects, &plan.shard_replicas).await;
+                self.keep(&format!("shards {objects}"), runs, |r, runs| {
+                    r.shards.extend(runs)
+                })?;
             }
         }
         Ok(())

@@ -4,6 +4,8 @@ pub mod cache;
 pub mod churn;
 pub mod convergence;
 pub mod dispatch;
+pub mod failover;
 pub mod idle;
 pub mod reload;
 pub mod scale;
+pub mod shards;
