@@ -18,6 +18,7 @@ use kubewasm::cmd::source::ModuleSource;
 use kubewasm::cmd::{check, push, rbac, render, scaffold};
 use kubewasm::config::Config;
 use kubewasm::control::host::{Host, HostError};
+use kubewasm::control::queue::Lanes;
 use kubewasm::control::sharder::{Replica, Sharded};
 use kubewasm::serve::http::{self as serve, Started};
 use kubewasm::wasm::compile_cache::CompileCache;
@@ -80,12 +81,14 @@ async fn main() -> anyhow::Result<ExitCode> {
                 let replica = Replica {
                     gate: Gate::closed(),
                     sharded: Some(sharded),
+                    lanes: Lanes::of_host(),
                 };
                 (replica, Some(joining))
             } else {
                 let replica = Replica {
                     gate: leading.clone(),
                     sharded: None,
+                    lanes: Lanes::of_host(),
                 };
                 (replica, None)
             };

@@ -11,6 +11,7 @@
 //! started with them (`KUBEWASM_APISERVER_ARGS`, see `deploy/local/README.md`).
 #![warn(missing_docs)]
 
+pub mod ledger;
 pub mod podset;
 pub mod prometheus;
 pub mod registry;

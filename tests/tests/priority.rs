@@ -1,13 +1,20 @@
 //! Priority lanes: keys of an initial list wait behind real changes, as in controller-runtime's
 //! priority queue, so one object changed while a host works through a backlog is reconciled
-//! next rather than after the whole backlog.
+//! next rather than after the whole backlog. Across the guests of a host, while a change waits
+//! or runs, the backlog keeps fewer reconciles in flight than the host has CPUs, so that a
+//! standby taking over with a change queued does not run it among a crowd of backlog keys.
 
-use anyhow::Result;
+use anyhow::{Context, Result, ensure};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
-use kubewasm_tests::{WAIT, control_plane, eventually, module_config, with_host};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kubewasm_tests::ledger::{self, Run};
+use kubewasm_tests::prometheus::{self, has};
+use kubewasm_tests::{
+    HostProcess, WAIT, control_plane, eventually, free_ports, guest_wasm, http_get, module_config,
+    with_host,
+};
 use serde_json::json;
 
 const BACKLOG: usize = 1500;
@@ -74,4 +81,175 @@ async fn a_change_is_reconciled_before_the_backlog_of_the_initial_list() -> Resu
         Ok(())
     })
     .await
+}
+
+/// Sources of each guest in the takeover test.
+const LISTED: usize = 40;
+
+/// The ledger source `name` with `value`.
+fn ledger_source(name: &str, value: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": name, "labels": { "kubewasm.dev/fixture": "ledger" } },
+        "data": { "value": value },
+    })
+}
+
+/// How many sources of `config_maps` have their child holding `value`.
+async fn ledgered(config_maps: &Api<ConfigMap>, value: &str) -> Result<usize> {
+    let all = config_maps.list(&ListParams::default()).await?.items;
+    let holds = |c: &&ConfigMap| {
+        c.metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.ends_with("-ledger"))
+            && c.data
+                .as_ref()
+                .and_then(|d| d.get("value"))
+                .map(String::as_str)
+                == Some(value)
+    };
+    Ok(all.iter().filter(holds).count())
+}
+
+#[tokio::test]
+async fn a_standby_taking_over_runs_its_queued_change_beside_fewer_backlog_keys_than_cpus()
+-> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let first = plane.namespace("priority-a").await?;
+    let second = plane.namespace("priority-b").await?;
+    let cpus = std::thread::available_parallelism()?.get();
+    // Each guest has more workers than the host has CPUs.
+    let workers = cpus + 2;
+    // Two guests of the ledger module, each from a path of its own.
+    let copies = tempfile::tempdir()?;
+    let mut config = "modules:\n".to_owned();
+    for (name, ns) in [("ledger-a", first.name()), ("ledger-b", second.name())] {
+        let path = copies.path().join(format!("{name}.wasm"));
+        std::fs::copy(guest_wasm("ledger"), &path)?;
+        config += &format!(
+            "  - path: {}\n    name: {name}\n    namespaces: [{ns}]\n    maxConcurrency: {workers}\n    \
+             limits:\n      logLinesPerSecond: 100000\n",
+            path.display()
+        );
+    }
+    let apis =
+        [first.name(), second.name()].map(|ns| Api::<ConfigMap>::namespaced(client.clone(), ns));
+    for config_maps in &apis {
+        futures::stream::iter(0..LISTED)
+            .map(|i| async move {
+                let name = format!("listed-{i}");
+                let source = ledger_source(&name, "listed");
+                config_maps
+                    .patch(&name, &PatchParams::apply("tests"), &Patch::Apply(&source))
+                    .await?;
+                anyhow::Ok(())
+            })
+            .buffer_unordered(16)
+            .try_collect::<()>()
+            .await?;
+    }
+    let [standby_port] = free_ports()?;
+    let standby_address = format!("127.0.0.1:{standby_port}");
+    let election = [
+        "--leader-elect",
+        "--leader-election-namespace",
+        first.name(),
+        "--leader-election-id",
+        "ledger-leader",
+    ];
+    let leader = HostProcess::start_with(&format!("{}-leader", first.name()), &config, &election)?;
+    for config_maps in &apis {
+        let reconciled = eventually("the leader to reconcile every source", WAIT, || async {
+            Ok((ledgered(config_maps, "listed").await? == LISTED).then_some(()))
+        })
+        .await;
+        if let Err(error) = reconciled {
+            eprintln!("leader's log:\n{}", leader.log());
+            return Err(error);
+        }
+    }
+    let mut args = election.map(str::to_owned).to_vec();
+    for flag in ["--metrics-bind-address", "--health-probe-bind-address"] {
+        args.extend([flag.to_owned(), standby_address.clone()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let standby = HostProcess::start_with(&format!("{}-standby", first.name()), &config, &args)?;
+    eventually("the standby to be ready and warm", WAIT, || async {
+        let Ok((200, _)) = http_get(&standby_address, "/readyz").await else {
+            return Ok(None);
+        };
+        let metrics = prometheus::scrape(standby_address.parse()?).await?;
+        let cached = prometheus::sum(&metrics, "kubewasm_cache_objects", |l| {
+            has(l, "kind", "ConfigMap")
+        });
+        Ok((cached >= (4 * LISTED) as f64).then_some(()))
+    })
+    .await?;
+    // A change while the standby is warm: the leader reconciles it, the standby queues it.
+    let changed = "listed-0";
+    apis[1]
+        .patch(
+            changed,
+            &PatchParams::apply("tests"),
+            &Patch::Apply(ledger_source(changed, "changed")),
+        )
+        .await?;
+    eventually("the leader to reconcile the change", WAIT, || async {
+        Ok((ledgered(&apis[1], "changed").await? == 1).then_some(()))
+    })
+    .await?;
+    ensure!(leader.stop()?, "the leader exits cleanly on SIGTERM");
+    let change = format!("{}/{changed}", second.name());
+    let runs = eventually(
+        "the standby to lead and reconcile every source",
+        WAIT,
+        || async {
+            let runs = ledger::runs(&standby.log())?;
+            let ended = runs.iter().filter(|r| r.end.is_some()).count();
+            Ok((ended >= 2 * LISTED).then_some(runs))
+        },
+    )
+    .await;
+    let checked = runs.and_then(|runs| beside_the_change(&runs, &change, cpus));
+    if let Err(error) = checked {
+        eprintln!("standby's log:\n{}", standby.log());
+        return Err(error);
+    }
+    ensure!(standby.stop()?, "the new leader exits cleanly on SIGTERM");
+    Ok(())
+}
+
+/// Checks that every backlog reconcile that started before the `change`'s first reconcile
+/// ended started beside fewer other backlog reconciles than `cpus` (one, on a single CPU).
+fn beside_the_change(runs: &[Run], change: &str, cpus: usize) -> Result<()> {
+    let first = runs
+        .iter()
+        .filter(|r| r.source == change)
+        .min_by_key(|r| r.start)
+        .context("the standby never reconciled the change")?;
+    let end = first.end.context("the change's reconcile never ended")?;
+    let backlog: Vec<&Run> = runs.iter().filter(|r| r.source != change).collect();
+    let most = cpus.saturating_sub(1).max(1);
+    let mut crowds = Vec::new();
+    for run in backlog.iter().filter(|r| r.start <= end) {
+        crowds.push(
+            backlog
+                .iter()
+                .filter(|other| other.spans(run.start))
+                .count(),
+        );
+    }
+    let crowd = crowds.iter().copied().max().unwrap_or(0);
+    eprintln!(
+        "{} backlog reconciles started before the change's ended, at most {crowd} at once",
+        crowds.len()
+    );
+    ensure!(
+        crowd <= most,
+        "{crowd} backlog reconciles ran at once before the change's ended, more than {most} \
+         on {cpus} CPUs"
+    );
+    Ok(())
 }

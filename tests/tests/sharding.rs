@@ -15,6 +15,7 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
+use kubewasm_tests::ledger::{self, word};
 use kubewasm_tests::podset::{self, install};
 use kubewasm_tests::{
     HostProcess, Recorder, WAIT, control_plane, eventually, guest_wasm, is_controlled_by,
@@ -92,15 +93,6 @@ fn now() -> u128 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_nanos()
-}
-
-/// The value after `prefix` in the whitespace-separated words of `line` (the first of a guest's
-/// fields follows `fields=`).
-fn word(line: &str, prefix: &str) -> Option<String> {
-    line.split_whitespace()
-        .map(|w| w.strip_prefix("fields=").unwrap_or(w))
-        .find_map(|w| w.strip_prefix(prefix))
-        .map(|w| w.trim_matches('"').to_owned())
 }
 
 #[tokio::test]
@@ -382,41 +374,23 @@ fn never_at_once(replicas: &[Replica]) -> Result<()> {
     let mut total = 0;
     for replica in replicas {
         let (log, killed) = replica.ended.as_ref().context("every replica ended")?;
-        let mut open: BTreeMap<String, u128> = BTreeMap::new();
-        for line in log.lines().filter(|l| l.contains(" ledger ")) {
-            let (Some(event), Some(source), Some(at)) = (
-                word(line, "event="),
-                word(line, "source="),
-                word(line, "at=").and_then(|a| a.parse::<u128>().ok()),
-            ) else {
-                continue;
-            };
-            match event.as_str() {
-                "start" => {
-                    ensure!(
-                        open.insert(source.clone(), at).is_none(),
-                        "{} started {source} twice at once",
-                        replica.name
-                    );
-                }
-                _ => {
-                    let start = open
-                        .remove(&source)
-                        .with_context(|| format!("{} ended {source} unstarted", replica.name))?;
-                    runs.entry(source)
-                        .or_default()
-                        .push((start, at, replica.name));
+        let ledger = ledger::runs(log).with_context(|| format!("{}'s log", replica.name))?;
+        for run in ledger {
+            let end = match run.end {
+                Some(end) => {
                     total += 1;
+                    end
                 }
-            }
-        }
-        for (source, start) in open {
-            let end = killed.with_context(|| {
-                format!("{} never ended its reconcile of {source}", replica.name)
-            })?;
-            runs.entry(source)
+                None => killed.with_context(|| {
+                    format!(
+                        "{} never ended its reconcile of {}",
+                        replica.name, run.source
+                    )
+                })?,
+            };
+            runs.entry(run.source)
                 .or_default()
-                .push((start, end, replica.name));
+                .push((run.start, end, replica.name));
         }
     }
     ensure!(total >= SOURCES * 5, "only {total} reconciles were logged");

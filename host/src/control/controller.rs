@@ -309,7 +309,7 @@ impl Controller {
         let maps_keys = watched.iter().any(|(_, m)| *m == Mapping::Guest);
         let queue_config = settings.queue;
         let controller = Arc::new(Self {
-            queue: Arc::new(WorkQueue::new(settings.queue)),
+            queue: Arc::new(WorkQueue::new(settings.queue, replica.lanes.clone())),
             settings,
             runtime,
             module: RwLock::new(module.clone()),
@@ -319,7 +319,7 @@ impl Controller {
             readable: readable.clone(),
             subscriptions: Mutex::default(),
             stop: CancellationToken::new(),
-            unmapped: WorkQueue::new(queue_config),
+            unmapped: WorkQueue::new(queue_config, replica.lanes.clone()),
             unmapped_states: Mutex::default(),
             counters: Counters::default(),
             finalizing: Mutex::default(),
@@ -503,6 +503,7 @@ impl Controller {
 
     /// Maps queued watched objects until the controller stops; a call in flight is dropped then.
     async fn map(&self) {
+        self.unmapped.serve();
         // `map-keys` may call the host: a standby calls nothing.
         tokio::select! {
             () = self.gate.opened() => {}
@@ -714,6 +715,9 @@ impl Controller {
                 () = self.stop.cancelled() => return,
             }
         }
+        // Counted before the gate opens, so that every guest's urgent keys hold the backlog
+        // back from the moment a standby leads.
+        self.queue.serve();
         tokio::select! {
             () = self.gate.opened() => {}
             () = self.stop.cancelled() => return,

@@ -12,13 +12,19 @@
 //! key is ready, so a real change is reconciled before a backlog of them; a low key added again
 //! normally moves to the front lane. Like client-go's, the queue times how long keys wait and how
 //! long they are processed.
+//!
+//! The queues of one host share their [`Lanes`]: while a key of a front lane waits or runs in any
+//! of them, the low lanes together keep fewer keys in flight than the host has CPUs, so a change
+//! is not reconciled among a crowd of backlog keys of other guests, such as the whole backlog a
+//! standby starts on when it wins its Lease.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
 use std::mem;
+use std::num::NonZero;
 use std::ops::ControlFlow;
 use std::pin::pin;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -54,10 +60,86 @@ pub struct QueueStats {
     pub longest_running_processor_seconds: f64,
 }
 
+/// The low lanes of every queue of one host, as one. While a served queue holds a key of its front
+/// lane, ready or in flight (an urgent key), low-lane keys are handed out only while fewer of them
+/// are in flight, across the queues, than the CPUs left beside the urgent keys, and always while
+/// none is: a change shares the CPUs with few backlog reconciles however many workers the
+/// guests have, and the backlog always moves.
+#[derive(Debug)]
+pub struct Lanes {
+    cpus: usize,
+    counts: Mutex<Counts>,
+    /// Notified when the room for low-lane keys may have grown.
+    freed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    /// Urgent keys of every served queue.
+    urgent: usize,
+    /// Low-lane keys in flight in every queue.
+    backlog: usize,
+}
+
+impl Lanes {
+    /// Lanes for a host of `cpus` CPUs.
+    pub fn new(cpus: usize) -> Arc<Self> {
+        Arc::new(Self {
+            cpus,
+            counts: Mutex::default(),
+            freed: Notify::new(),
+        })
+    }
+
+    /// Lanes for this process: as many CPUs as it may run on.
+    pub fn of_host() -> Arc<Self> {
+        Self::new(std::thread::available_parallelism().map_or(1, NonZero::get))
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts one more low-lane key in flight if there is room for it.
+    fn admit_low(&self) -> bool {
+        let mut counts = self.counts();
+        let room = self.cpus.saturating_sub(counts.urgent).max(1);
+        let admitted = counts.urgent == 0 || counts.backlog < room;
+        if admitted {
+            counts.backlog += 1;
+        }
+        admitted
+    }
+
+    /// Counts `done` low-lane keys out of flight.
+    fn release_low(&self, done: usize) {
+        if done > 0 {
+            self.counts().backlog -= done;
+            self.freed.notify_waiters();
+        }
+    }
+
+    /// Replaces a queue's `from` urgent keys by `to`.
+    fn recount_urgent(&self, from: usize, to: usize) {
+        let mut counts = self.counts();
+        counts.urgent = counts.urgent - from + to;
+        drop(counts);
+        if to < from {
+            self.freed.notify_waiters();
+        }
+    }
+}
+
 struct Dirty<R> {
     reason: R,
     since: Instant,
     /// In the low-priority lane.
+    low: bool,
+}
+
+/// A key handed out: when, and from which lane.
+struct InFlight {
+    since: Instant,
     low: bool,
 }
 
@@ -75,9 +157,18 @@ struct State<K, R> {
     low: VecDeque<K>,
     /// Keys ready to be handed out.
     ready: usize,
+    /// Keys of `ready` in the front lane.
+    ready_front: usize,
     dirty: HashMap<K, Dirty<R>>,
-    /// In-flight keys with the time they were handed out.
-    processing: HashMap<K, Instant>,
+    /// In-flight keys.
+    processing: HashMap<K, InFlight>,
+    /// Keys of `processing` handed out from the front lane.
+    running_front: usize,
+    lanes: Arc<Lanes>,
+    /// Whether workers take keys: only then are urgent keys counted in `lanes`.
+    served: bool,
+    /// The urgent keys last counted in `lanes`.
+    counted: usize,
     delayed: HashMap<K, Delayed<R>>,
     /// Delayed keys ordered by deadline; `seq` makes entries unique.
     timers: BTreeMap<(Instant, u64), K>,
@@ -106,6 +197,7 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
                 dirty.low = false;
                 if !processing {
                     self.high.push_back(key);
+                    self.ready_front += 1;
                 }
             }
             return;
@@ -113,6 +205,7 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
         if !processing {
             self.lane(low).push_back(key.clone());
             self.ready += 1;
+            self.ready_front += usize::from(!low);
             self.wake_one += 1;
         }
         self.dirty.insert(key, Dirty { reason, since, low });
@@ -156,20 +249,53 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
         }
     }
 
+    /// Keys of the front lane, ready or in flight, once the queue is served; none are ready
+    /// after shutdown.
+    fn urgent(&self) -> usize {
+        match (self.served, self.shut_down) {
+            (false, _) => 0,
+            (true, true) => self.running_front,
+            (true, false) => self.ready_front + self.running_front,
+        }
+    }
+
+    /// Brings the count of urgent keys in `lanes` up to date.
+    fn recount(&mut self) {
+        let urgent = self.urgent();
+        if urgent != self.counted {
+            self.lanes.recount_urgent(self.counted, urgent);
+            self.counted = urgent;
+        }
+    }
+
+    /// Hands out the first ready key of the front lane, else of the low lane if `lanes` has
+    /// room for it.
     fn pop(&mut self, now: Instant) -> Option<Item<K, R>> {
-        let key = [false, true].into_iter().find_map(|low| {
-            while let Some(key) = self.lane(low).pop_front() {
-                let ready = !self.processing.contains_key(&key)
-                    && self.dirty.get(&key).is_some_and(|d| d.low == low);
-                if ready {
-                    return Some(key);
-                }
+        let low = match (self.ready_front, self.ready) {
+            (0, 0) => return None,
+            (0, _) if !self.lanes.admit_low() => return None,
+            (0, _) => true,
+            _ => false,
+        };
+        let key = loop {
+            let key = self
+                .lane(low)
+                .pop_front()
+                .expect("a ready key is in its lane");
+            let ready = !self.processing.contains_key(&key)
+                && self.dirty.get(&key).is_some_and(|d| d.low == low);
+            if ready {
+                break key;
             }
-            None
-        })?;
+        };
         let Dirty { reason, since, .. } = self.dirty.remove(&key).expect("ready key is dirty");
         self.ready -= 1;
-        self.processing.insert(key.clone(), now);
+        if !low {
+            self.ready_front -= 1;
+            self.running_front += 1;
+        }
+        self.processing
+            .insert(key.clone(), InFlight { since: now, low });
         Some(Item {
             key,
             reason,
@@ -185,6 +311,7 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
 /// [`shut_down`](Self::shut_down) adds are ignored and [`next`](Self::next) returns `None`.
 pub struct WorkQueue<K, R = ()> {
     config: QueueConfig,
+    lanes: Arc<Lanes>,
     state: Mutex<State<K, R>>,
     ready: Notify,
     drained: Notify,
@@ -197,14 +324,20 @@ where
     K: Clone + Eq + Hash + Send + Sync + 'static,
     R: Clone + Send + Sync + 'static,
 {
-    /// Creates an empty queue with the given backoff settings.
-    pub fn new(config: QueueConfig) -> Self {
+    /// Creates an empty queue with the given backoff settings, sharing `lanes` with the other
+    /// queues of its host.
+    pub fn new(config: QueueConfig, lanes: Arc<Lanes>) -> Self {
         let state = State {
             high: VecDeque::new(),
             low: VecDeque::new(),
             ready: 0,
+            ready_front: 0,
             dirty: HashMap::new(),
             processing: HashMap::new(),
+            running_front: 0,
+            lanes: lanes.clone(),
+            served: false,
+            counted: 0,
             delayed: HashMap::new(),
             timers: BTreeMap::new(),
             next_seq: 0,
@@ -218,6 +351,7 @@ where
         };
         Self {
             config,
+            lanes,
             state: Mutex::new(state),
             ready: Notify::new(),
             drained: Notify::new(),
@@ -232,6 +366,7 @@ where
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.fire_due(now);
         let out = f(&mut state, now);
+        state.recount();
         let wake_one = mem::take(&mut state.wake_one).min(state.ready);
         let wake_all = mem::take(&mut state.wake_all);
         let drained = state.shut_down && state.processing.is_empty();
@@ -298,32 +433,59 @@ where
         self.with_state(|st, _| st.failures.get(key).copied().unwrap_or(0))
     }
 
+    /// Counts this queue's urgent keys in its [`Lanes`] from now on: call it once its workers
+    /// take keys, or are about to, so that a queue nobody works on never holds the backlog of
+    /// the others back.
+    pub fn serve(&self) {
+        self.with_state(|st, _| st.served = true);
+    }
+
     /// Waits for a ready key and marks it in flight. Returns `None` once the queue is shut down.
     /// Cancel-safe: dropping the future never loses a key.
     pub async fn next(&self) -> Option<Item<K, R>> {
         loop {
             let mut notified = pin!(self.ready.notified());
             notified.as_mut().enable();
+            let mut freed = pin!(self.lanes.freed.notified());
+            freed.as_mut().enable();
             let step = self.with_state(|st, now| {
                 if st.shut_down {
                     return ControlFlow::Break(None);
                 }
                 match st.pop(now) {
                     Some(item) => ControlFlow::Break(Some(item)),
-                    None => ControlFlow::Continue(st.timers.first_key_value().map(|(k, _)| k.0)),
+                    // Low-lane keys are ready but `lanes` has no room for them.
+                    None if st.ready > 0 => ControlFlow::Continue((None, true)),
+                    None => ControlFlow::Continue((
+                        st.timers.first_key_value().map(|(k, _)| k.0),
+                        false,
+                    )),
                 }
             });
-            match step {
+            let (deadline, blocked) = match step {
                 ControlFlow::Break(item) => {
                     if let Some(item) = &item {
                         self.queue_duration.observe(item.queued_for);
                     }
                     return item;
                 }
-                ControlFlow::Continue(Some(deadline)) => {
-                    let _ = timeout_at(deadline, notified).await;
+                ControlFlow::Continue(wait) => wait,
+            };
+            let woken = async {
+                if blocked {
+                    tokio::select! {
+                        () = notified => {}
+                        () = freed => {}
+                    }
+                } else {
+                    notified.await;
                 }
-                ControlFlow::Continue(None) => notified.await,
+            };
+            match deadline {
+                Some(deadline) => {
+                    let _ = timeout_at(deadline, woken).await;
+                }
+                None => woken.await,
             }
         }
     }
@@ -332,12 +494,18 @@ where
     pub fn done(&self, key: &K) {
         let worked = self.with_state(|st, now| {
             let handed_out = st.processing.remove(key)?;
+            if handed_out.low {
+                st.lanes.release_low(1);
+            } else {
+                st.running_front -= 1;
+            }
             if let Some(low) = st.dirty.get(key).map(|d| d.low) {
                 st.lane(low).push_back(key.clone());
                 st.ready += 1;
+                st.ready_front += usize::from(!low);
                 st.wake_one += 1;
             }
-            Some(now.saturating_duration_since(handed_out))
+            Some(now.saturating_duration_since(handed_out.since))
         });
         if let Some(worked) = worked {
             self.work_duration.observe(worked);
@@ -354,6 +522,7 @@ where
             st.high.clear();
             st.low.clear();
             st.ready = 0;
+            st.ready_front = 0;
             st.dirty.clear();
             st.delayed.clear();
             st.timers.clear();
@@ -411,7 +580,7 @@ where
             let running = st
                 .processing
                 .values()
-                .map(|at| now.saturating_duration_since(*at).as_secs_f64());
+                .map(|key| now.saturating_duration_since(key.since).as_secs_f64());
             QueueStats {
                 depth: st.ready,
                 adds_total: st.adds_total,
@@ -421,6 +590,16 @@ where
                 longest_running_processor_seconds: running.fold(0.0, f64::max),
             }
         })
+    }
+}
+
+impl<K, R> Drop for WorkQueue<K, R> {
+    /// Takes the queue's urgent and in-flight low-lane keys out of its lanes' counts.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        self.lanes.recount_urgent(state.counted, 0);
+        self.lanes
+            .release_low(state.processing.values().filter(|key| key.low).count());
     }
 }
 
@@ -442,7 +621,14 @@ mod tests {
     type Queue = Arc<WorkQueue<&'static str, Why>>;
 
     fn queue() -> Queue {
-        Arc::new(WorkQueue::new(QueueConfig::default()))
+        Arc::new(WorkQueue::new(QueueConfig::default(), Lanes::new(2)))
+    }
+
+    /// A served queue sharing `lanes`.
+    fn sharing(lanes: &Arc<Lanes>) -> Queue {
+        let q = Arc::new(WorkQueue::new(QueueConfig::default(), lanes.clone()));
+        q.serve();
+        q
     }
 
     /// Awaits `fut`, failing instead of hanging if it does not finish within an hour.
@@ -547,7 +733,7 @@ mod tests {
             max_delay: Duration::from_millis(40),
             ..QueueConfig::default()
         };
-        let q = WorkQueue::<&str>::new(config);
+        let q = WorkQueue::<&str>::new(config, Lanes::new(2));
         let delays: Vec<_> = (0..6)
             .map(|_| q.add_rate_limited("a", ()).as_millis())
             .collect();
@@ -557,7 +743,7 @@ mod tests {
         assert_eq!(q.num_requeues(&"a"), 0);
         assert_eq!(q.add_rate_limited("a", ()), Duration::from_millis(5));
 
-        let q = WorkQueue::<u32>::new(QueueConfig::default());
+        let q = WorkQueue::<u32>::new(QueueConfig::default(), Lanes::new(2));
         let last = (0..100).map(|_| q.add_rate_limited(7, ())).last();
         assert_eq!(last, Some(Duration::from_secs(1000)));
         assert_eq!((q.delayed(), q.stats().retries_total), (1, 100));
@@ -566,7 +752,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn retries_share_one_bucket_of_ten_per_second_after_a_burst_of_a_hundred() {
-        let q = WorkQueue::<u32>::new(QueueConfig::default());
+        let q = WorkQueue::<u32>::new(QueueConfig::default(), Lanes::new(2));
         let delays: Vec<_> = (0..120).map(|key| q.add_rate_limited(key, ())).collect();
         // Each key's first failure waits 5 ms, until the burst of 100 is spent; then one retry
         // every 100 ms.
@@ -606,6 +792,78 @@ mod tests {
         );
         assert_eq!(q.len(), 0);
         assert_idle(&q).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn while_a_change_waits_or_runs_the_low_lanes_keep_fewer_keys_in_flight_than_cpus() {
+        let lanes = Lanes::new(3);
+        let (a, b) = (sharing(&lanes), sharing(&lanes));
+        for key in ["a1", "a2", "a3", "a4"] {
+            a.add_low(key, Added);
+        }
+        for key in ["b1", "b2"] {
+            b.add_low(key, Added);
+        }
+        // No change anywhere: the low lanes are not held back.
+        assert_eq!([take(&a).await.key, take(&a).await.key], ["a1", "a2"]);
+        assert_eq!(take(&b).await.key, "b1");
+        // A change ready in b leaves 2 of the 3 CPUs to low-lane keys, and 3 are in flight.
+        b.add("change", Changed);
+        assert_idle(&a).await;
+        a.done(&"a1");
+        a.done(&"a2");
+        assert_eq!(take(&a).await.key, "a3");
+        assert_idle(&a).await;
+        // It stays urgent while in flight; a waiting worker takes a key once room is freed.
+        assert_eq!(take(&b).await.key, "change");
+        let waiting = spawn_next(&a);
+        sleep(Duration::from_secs(1)).await;
+        assert!(!waiting.is_finished());
+        b.done(&"b1");
+        assert_eq!(within(waiting).await.unwrap().unwrap().key, "a4");
+        assert_idle(&b).await;
+        // Once the change is done, the low lanes run free again.
+        b.done(&"change");
+        assert_eq!(take(&b).await.key, "b2");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_backlog_always_moves_and_a_queue_counts_only_while_served_and_alive() {
+        let lanes = Lanes::new(1);
+        let a = sharing(&lanes);
+        let unserved = Arc::new(WorkQueue::new(QueueConfig::default(), lanes.clone()));
+        unserved.add("change", Changed);
+        a.add_low("a1", Added);
+        a.add_low("a2", Added);
+        // A change in a queue nobody works on holds nothing back.
+        assert_eq!([take(&a).await.key, take(&a).await.key], ["a1", "a2"]);
+        let b = sharing(&lanes);
+        b.add("change", Changed);
+        b.add_low("b1", Added);
+        a.done(&"a1");
+        a.done(&"a2");
+        a.add_low("a3", Added);
+        // Even with no CPU left beside the change, one low-lane key runs at a time.
+        assert_eq!(take(&a).await.key, "a3");
+        assert_eq!(take(&b).await.key, "change");
+        assert_idle(&b).await;
+        a.add_low("a4", Added);
+        assert_idle(&a).await;
+        // A queue dropped with its change in flight takes it out of the counts...
+        drop(b);
+        assert_eq!(take(&a).await.key, "a4");
+        // ... and its low-lane keys in flight.
+        let c = sharing(&lanes);
+        c.add_low("c1", Added);
+        assert_eq!(take(&c).await.key, "c1");
+        a.done(&"a3");
+        a.done(&"a4");
+        a.add("change", Changed);
+        a.add_low("a5", Added);
+        assert_eq!(take(&a).await.key, "change");
+        assert_idle(&a).await;
+        drop(c);
+        assert_eq!(take(&a).await.key, "a5");
     }
 
     #[tokio::test(start_paused = true)]
@@ -727,7 +985,7 @@ mod tests {
             qps: u32::MAX,
             burst: u32::MAX,
         };
-        let q = Arc::new(WorkQueue::<u64, u64>::new(config));
+        let q = Arc::new(WorkQueue::<u64, u64>::new(config, Lanes::new(2)));
         // Generation of the latest immediate add per key, and the generation seen at hand-out.
         let gens = Arc::new(Mutex::new(HashMap::<u64, u64>::new()));
         let seen = Arc::new(Mutex::new(HashMap::<u64, u64>::new()));

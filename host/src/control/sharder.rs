@@ -44,6 +44,7 @@ use crate::cluster::ring::Ring;
 use crate::cluster::selection::Selection;
 use crate::cluster::watch::Resources;
 use crate::control::apply::SHARDER_FIELD_MANAGER;
+use crate::control::queue::Lanes;
 use crate::histogram::{Histogram, exponential};
 
 /// Label writes in flight at once.
@@ -63,6 +64,8 @@ pub struct Replica {
     pub gate: Gate,
     /// When sharded: its place in the ring.
     pub sharded: Option<Sharded>,
+    /// The lanes every queue of its guests shares.
+    pub lanes: Arc<Lanes>,
 }
 
 impl Replica {
@@ -71,6 +74,7 @@ impl Replica {
         Self {
             gate: Gate::open(),
             sharded: None,
+            lanes: Lanes::of_host(),
         }
     }
 }
