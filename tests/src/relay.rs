@@ -125,8 +125,19 @@ impl Drop for Relay {
     }
 }
 
+/// Accepts connections until the relay is dropped. A failed accept (a connection reset before it
+/// was accepted, no file descriptor left for a moment) loses that connection, not the relay; it
+/// and a failed connection upstream are printed, for the test's output.
 async fn accept(listener: TcpListener, upstream: String, shared: Arc<Shared>) {
-    while let Ok((client, _)) = listener.accept().await {
+    loop {
+        let client = match listener.accept().await {
+            Ok((client, _)) => client,
+            Err(error) => {
+                eprintln!("relay: accepting a connection: {error}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
         // Subscribed before the state is read: a cut from then on, also while it connects,
         // ends it.
         let cut = shared.cuts.subscribe();
@@ -136,8 +147,9 @@ async fn accept(listener: TcpListener, upstream: String, shared: Arc<Shared>) {
         let upstream = upstream.clone();
         let shared = shared.clone();
         tokio::spawn(async move {
-            if let Ok(server) = TcpStream::connect(&upstream).await {
-                relay(client, server, shared, cut).await;
+            match TcpStream::connect(&upstream).await {
+                Ok(server) => relay(client, server, shared, cut).await,
+                Err(error) => eprintln!("relay: connecting to {upstream}: {error}"),
             }
         });
     }

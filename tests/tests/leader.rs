@@ -122,6 +122,16 @@ fn election(namespace: &str) -> [&str; 5] {
     ]
 }
 
+/// Starts a host that is the only candidate and waits until it leads.
+async fn leading(name: &str, config: &str, args: &[&str]) -> Result<HostProcess> {
+    let host = HostProcess::start_with(name, config, args)?;
+    eventually("the host to lead", WAIT, || async {
+        Ok(host.log().contains("became leader").then_some(()))
+    })
+    .await?;
+    Ok(host)
+}
+
 /// The Lease's holder, if the Lease exists.
 async fn lease_holder(leases: &Api<Lease>) -> Result<Option<String>> {
     Ok(leases.get_opt(LEASE).await?.map(|lease| {
@@ -163,12 +173,8 @@ async fn a_leader_that_reads_another_holder_stops_before_its_renew_deadline() ->
         "1s",
     ];
     let args = [&election(ns.name())[..], &timings].concat();
-    let host = HostProcess::start_with(ns.name(), &config, &args)?;
+    let host = leading(ns.name(), &config, &args).await?;
     let leases = Api::<Lease>::namespaced(client.clone(), ns.name());
-    eventually("the host to lead", WAIT, || async {
-        Ok(host.log().contains("became leader").then_some(()))
-    })
-    .await?;
 
     // Another candidate writes itself into the Lease, as one that took over an expired Lease
     // after a network partition would.
@@ -231,13 +237,9 @@ async fn a_standby_is_warm_and_reconciles_nothing_until_it_leads() -> Result<()>
     };
     let leader_args = with(&leader_address);
     let leader_args: Vec<&str> = leader_args.iter().map(String::as_str).collect();
-    let leader = HostProcess::start_with(&format!("{}-a", ns.name()), &config, &leader_args)?;
+    let leader = leading(&format!("{}-a", ns.name()), &config, &leader_args).await?;
     let leases = Api::<Lease>::namespaced(client.clone(), ns.name());
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
-    eventually("the first host to lead", WAIT, || async {
-        Ok(leader.log().contains("became leader").then_some(()))
-    })
-    .await?;
     mirrored(&config_maps, "first").await?;
 
     let standby_args = with(&standby_address);
@@ -326,12 +328,8 @@ async fn a_leader_whose_lease_is_deleted_stops_instead_of_creating_it_again() ->
     let config = module_config("mirror", ns.name());
     let timings = ["--leader-elect-retry-period", "1s"];
     let args = [&election(ns.name())[..], &timings].concat();
-    let host = HostProcess::start_with(ns.name(), &config, &args)?;
+    let host = leading(ns.name(), &config, &args).await?;
     let leases = Api::<Lease>::namespaced(client.clone(), ns.name());
-    eventually("the host to lead", WAIT, || async {
-        Ok(host.log().contains("became leader").then_some(()))
-    })
-    .await?;
     // Deleted from outside: other candidates may count the holder gone at once.
     leases.delete(LEASE, &Default::default()).await?;
     eventually("the host to stop leading", WAIT, || async {
