@@ -249,13 +249,12 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
         }
     }
 
-    /// Keys of the front lane, ready or in flight, once the queue is served; none are ready
-    /// after shutdown.
+    /// Keys of the front lane, ready or in flight, once the queue is served.
     fn urgent(&self) -> usize {
-        match (self.served, self.shut_down) {
-            (false, _) => 0,
-            (true, true) => self.running_front,
-            (true, false) => self.ready_front + self.running_front,
+        if self.served {
+            self.ready_front + self.running_front
+        } else {
+            0
         }
     }
 
@@ -454,11 +453,10 @@ where
                 }
                 match st.pop(now) {
                     Some(item) => ControlFlow::Break(Some(item)),
-                    // Low-lane keys are ready but `lanes` has no room for them.
-                    None if st.ready > 0 => ControlFlow::Continue((None, true)),
+                    // With keys ready, only low-lane ones for which `lanes` has no room.
                     None => ControlFlow::Continue((
                         st.timers.first_key_value().map(|(k, _)| k.0),
-                        false,
+                        st.ready > 0,
                     )),
                 }
             });
@@ -864,6 +862,40 @@ mod tests {
         assert_idle(&a).await;
         drop(c);
         assert_eq!(take(&a).await.key, "a5");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_worker_waiting_for_room_takes_a_delayed_key_when_it_is_due() {
+        let lanes = Lanes::new(2);
+        let (a, b) = (sharing(&lanes), sharing(&lanes));
+        b.add("change", Changed);
+        assert_eq!(take(&b).await.key, "change");
+        a.add_low("a1", Added);
+        a.add_low("a2", Added);
+        assert_eq!(take(&a).await.key, "a1");
+        a.add_after("retry", Changed, Duration::from_secs(5));
+        let waiting = spawn_next(&a);
+        sleep(Duration::from_secs(4)).await;
+        assert!(!waiting.is_finished());
+        let due = within(waiting).await.unwrap().unwrap();
+        // Handed out the moment it was due.
+        assert_eq!((due.key, due.queued_for), ("retry", Duration::ZERO));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_queue_shut_down_holds_no_backlog_back_with_changes_it_will_never_hand_out() {
+        let lanes = Lanes::new(1);
+        let (a, b) = (sharing(&lanes), sharing(&lanes));
+        b.add("change", Changed);
+        a.add_low("a1", Added);
+        a.add_low("a2", Added);
+        assert_eq!(take(&a).await.key, "a1");
+        assert_idle(&a).await;
+        let waiting = spawn_next(&a);
+        sleep(Duration::from_secs(1)).await;
+        assert!(!waiting.is_finished());
+        b.shut_down();
+        assert_eq!(within(waiting).await.unwrap().unwrap().key, "a2");
     }
 
     #[tokio::test(start_paused = true)]
