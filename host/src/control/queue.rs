@@ -14,9 +14,9 @@
 //! long they are processed.
 //!
 //! The queues of one host share their [`Lanes`]: while a key of a front lane waits or runs in any
-//! of them, the low lanes together keep fewer keys in flight than the host has CPUs, so a change
-//! is not reconciled among a crowd of backlog keys of other guests, such as the whole backlog a
-//! standby starts on when it wins its Lease.
+//! of them, the low lanes together keep no more keys in flight than the CPUs the front lanes
+//! leave (one at least), so a change is not reconciled among a crowd of backlog keys of other
+//! guests, such as the whole backlog a standby starts on when it wins its Lease.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
@@ -24,6 +24,7 @@ use std::mem;
 use std::num::NonZero;
 use std::ops::ControlFlow;
 use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -62,15 +63,19 @@ pub struct QueueStats {
 
 /// The low lanes of every queue of one host, as one. While a served queue holds a key of its front
 /// lane, ready or in flight (an urgent key), low-lane keys are handed out only while fewer of them
-/// are in flight, across the queues, than the CPUs left beside the urgent keys, and always while
+/// are in flight, across the queues, than the CPUs the urgent keys leave, and always while
 /// none is: a change shares the CPUs with few backlog reconciles however many workers the
-/// guests have, and the backlog always moves.
+/// guests have, and the backlog always moves. Room freed goes to the queues whose workers
+/// waited for it, in the order they first did, so one guest's backlog never holds the room
+/// while another's waits.
 #[derive(Debug)]
 pub struct Lanes {
     cpus: usize,
     counts: Mutex<Counts>,
-    /// Notified when the room for low-lane keys may have grown.
+    /// Notified when the room for low-lane keys may have grown, or its turn passed on.
     freed: Notify,
+    /// The id of the next queue that shares these lanes.
+    next_queue: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -79,6 +84,8 @@ struct Counts {
     urgent: usize,
     /// Low-lane keys in flight in every queue.
     backlog: usize,
+    /// The queues with a worker waiting for room, in the order they were first refused it.
+    waiting: VecDeque<u64>,
 }
 
 impl Lanes {
@@ -88,6 +95,7 @@ impl Lanes {
             cpus,
             counts: Mutex::default(),
             freed: Notify::new(),
+            next_queue: AtomicU64::new(0),
         })
     }
 
@@ -100,15 +108,38 @@ impl Lanes {
         self.counts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Counts one more low-lane key in flight if there is room for it.
-    fn admit_low(&self) -> bool {
+    /// Counts one more low-lane key of `queue` in flight if there is room for it and it is
+    /// `queue`'s turn; else puts `queue` in line for the room, if it is not yet.
+    fn admit_low(&self, queue: u64) -> bool {
         let mut counts = self.counts();
-        let room = self.cpus.saturating_sub(counts.urgent).max(1);
-        let admitted = counts.urgent == 0 || counts.backlog < room;
-        if admitted {
-            counts.backlog += 1;
+        if counts.urgent > 0 {
+            let room = self.cpus.saturating_sub(counts.urgent).max(1);
+            let turn = counts.waiting.front().is_none_or(|first| *first == queue);
+            if !turn || counts.backlog >= room {
+                if !counts.waiting.contains(&queue) {
+                    counts.waiting.push_back(queue);
+                }
+                return false;
+            }
+            if counts.waiting.front() == Some(&queue) {
+                counts.waiting.pop_front();
+            }
         }
-        admitted
+        counts.backlog += 1;
+        true
+    }
+
+    /// Takes `queue` out of line: none of its workers waits for room any more.
+    fn withdraw(&self, queue: u64) {
+        let mut counts = self.counts();
+        let Some(at) = counts.waiting.iter().position(|waiting| *waiting == queue) else {
+            return;
+        };
+        counts.waiting.remove(at);
+        drop(counts);
+        if at == 0 {
+            self.freed.notify_waiters();
+        }
     }
 
     /// Counts `done` low-lane keys out of flight.
@@ -165,6 +196,10 @@ struct State<K, R> {
     /// Keys of `processing` handed out from the front lane.
     running_front: usize,
     lanes: Arc<Lanes>,
+    /// This queue's id in `lanes`.
+    id: u64,
+    /// Workers waiting for room in `lanes`: only while one does is the queue in their line.
+    blocked: usize,
     /// Whether workers take keys: only then are urgent keys counted in `lanes`.
     served: bool,
     /// The urgent keys last counted in `lanes`.
@@ -198,6 +233,8 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
                 if !processing {
                     self.high.push_back(key);
                     self.ready_front += 1;
+                    // A worker may wait for room for it in the low lane.
+                    self.wake_one += 1;
                 }
             }
             return;
@@ -258,6 +295,15 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
         }
     }
 
+    /// Counts a worker that `was` waiting for room as one that `is`; once none waits, the queue
+    /// leaves the line for room.
+    fn wait_for_room(&mut self, was: bool, is: bool) {
+        self.blocked = self.blocked - usize::from(was) + usize::from(is);
+        if self.blocked == 0 {
+            self.lanes.withdraw(self.id);
+        }
+    }
+
     /// Brings the count of urgent keys in `lanes` up to date.
     fn recount(&mut self) {
         let urgent = self.urgent();
@@ -272,7 +318,7 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
     fn pop(&mut self, now: Instant) -> Option<Item<K, R>> {
         let low = match (self.ready_front, self.ready) {
             (0, 0) => return None,
-            (0, _) if !self.lanes.admit_low() => return None,
+            (0, _) if !self.lanes.admit_low(self.id) => return None,
             (0, _) => true,
             _ => false,
         };
@@ -334,7 +380,9 @@ where
             dirty: HashMap::new(),
             processing: HashMap::new(),
             running_front: 0,
+            id: lanes.next_queue.fetch_add(1, Ordering::Relaxed),
             lanes: lanes.clone(),
+            blocked: 0,
             served: false,
             counted: 0,
             delayed: HashMap::new(),
@@ -442,23 +490,31 @@ where
     /// Waits for a ready key and marks it in flight. Returns `None` once the queue is shut down.
     /// Cancel-safe: dropping the future never loses a key.
     pub async fn next(&self) -> Option<Item<K, R>> {
+        let mut waiting = Waiting {
+            queue: self,
+            blocked: false,
+        };
         loop {
             let mut notified = pin!(self.ready.notified());
             notified.as_mut().enable();
             let mut freed = pin!(self.lanes.freed.notified());
             freed.as_mut().enable();
             let step = self.with_state(|st, now| {
-                if st.shut_down {
-                    return ControlFlow::Break(None);
-                }
-                match st.pop(now) {
-                    Some(item) => ControlFlow::Break(Some(item)),
-                    // With keys ready, only low-lane ones for which `lanes` has no room.
-                    None => ControlFlow::Continue((
-                        st.timers.first_key_value().map(|(k, _)| k.0),
-                        st.ready > 0,
-                    )),
-                }
+                let step = if st.shut_down {
+                    ControlFlow::Break(None)
+                } else {
+                    match st.pop(now) {
+                        Some(item) => ControlFlow::Break(Some(item)),
+                        // With keys ready, only low-lane ones for which `lanes` has no room.
+                        None => ControlFlow::Continue((
+                            st.timers.first_key_value().map(|(k, _)| k.0),
+                            st.ready > 0,
+                        )),
+                    }
+                };
+                let blocked = matches!(step, ControlFlow::Continue((_, true)));
+                st.wait_for_room(mem::replace(&mut waiting.blocked, blocked), blocked);
+                step
             });
             let (deadline, blocked) = match step {
                 ControlFlow::Break(item) => {
@@ -591,10 +647,32 @@ where
     }
 }
 
+/// A call of [`WorkQueue::next`]; counted among the queue's workers waiting for room while it
+/// waits for it, until it returns or is dropped.
+struct Waiting<'a, K: Clone + Eq + Hash, R> {
+    queue: &'a WorkQueue<K, R>,
+    blocked: bool,
+}
+
+impl<K: Clone + Eq + Hash, R> Drop for Waiting<'_, K, R> {
+    fn drop(&mut self) {
+        if self.blocked {
+            let mut state = self
+                .queue
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            state.wait_for_room(true, false);
+        }
+    }
+}
+
 impl<K, R> Drop for WorkQueue<K, R> {
-    /// Takes the queue's urgent and in-flight low-lane keys out of its lanes' counts.
+    /// Takes the queue's urgent and in-flight low-lane keys out of its lanes' counts, and the
+    /// queue out of their line.
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        self.lanes.withdraw(state.id);
         self.lanes.recount_urgent(state.counted, 0);
         self.lanes
             .release_low(state.processing.values().filter(|key| key.low).count());
@@ -604,6 +682,7 @@ impl<K, R> Drop for WorkQueue<K, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::FutureExt;
     use std::collections::HashSet;
     use std::sync::Arc;
     use tokio::time::{sleep, timeout};
@@ -793,7 +872,8 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn while_a_change_waits_or_runs_the_low_lanes_keep_fewer_keys_in_flight_than_cpus() {
+    async fn while_a_change_waits_or_runs_the_low_lanes_keep_no_more_keys_in_flight_than_the_cpus_it_leaves()
+     {
         let lanes = Lanes::new(3);
         let (a, b) = (sharing(&lanes), sharing(&lanes));
         for key in ["a1", "a2", "a3", "a4"] {
@@ -880,6 +960,53 @@ mod tests {
         let due = within(waiting).await.unwrap().unwrap();
         // Handed out the moment it was due.
         assert_eq!((due.key, due.queued_for), ("retry", Duration::ZERO));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_worker_waiting_for_room_takes_its_backlog_key_once_it_changes() {
+        let lanes = Lanes::new(1);
+        let (a, b) = (sharing(&lanes), sharing(&lanes));
+        b.add("change", Changed);
+        assert_eq!(take(&b).await.key, "change");
+        a.add_low("a1", Added);
+        a.add_low("a2", Added);
+        assert_eq!(take(&a).await.key, "a1");
+        let waiting = spawn_next(&a);
+        sleep(Duration::from_secs(1)).await;
+        assert!(!waiting.is_finished());
+        // Changed, a2 is urgent itself: the waiting worker takes it at once.
+        a.add("a2", Changed);
+        let changed = timeout(Duration::from_millis(1), waiting).await;
+        assert_eq!(changed.expect("woken").unwrap().unwrap().key, "a2");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_room_beside_a_change_goes_to_the_queues_in_the_order_they_waited_for_it() {
+        let lanes = Lanes::new(1);
+        let (a, b, c) = (sharing(&lanes), sharing(&lanes), sharing(&lanes));
+        c.add("change", Changed);
+        assert_eq!(take(&c).await.key, "change");
+        for key in ["a1", "a2", "a3"] {
+            a.add_low(key, Added);
+        }
+        b.add_low("b1", Added);
+        assert_eq!(take(&a).await.key, "a1");
+        let b_waiting = spawn_next(&b);
+        sleep(Duration::from_secs(1)).await;
+        assert!(!b_waiting.is_finished());
+        // a's worker comes back for more as soon as it is done, ahead of b's waiting one.
+        a.done(&"a1");
+        assert!(
+            a.next().now_or_never().is_none(),
+            "a took the room b waited for"
+        );
+        let served = timeout(Duration::from_millis(1), b_waiting).await;
+        assert_eq!(served.expect("b served").unwrap().unwrap().key, "b1");
+        let a_waiting = spawn_next(&a);
+        sleep(Duration::from_secs(1)).await;
+        assert!(!a_waiting.is_finished());
+        b.done(&"b1");
+        assert_eq!(within(a_waiting).await.unwrap().unwrap().key, "a2");
     }
 
     #[tokio::test(start_paused = true)]
@@ -1100,5 +1227,94 @@ mod tests {
             .await
             .expect("workers stop");
         assert!(q.stats().adds_total >= 4 * 3000 * 6 / 7);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn stress_queues_sharing_one_cpu_of_lanes_never_stall() {
+        const KEYS: u64 = 30;
+        let lanes = Lanes::new(1);
+        let queues: Vec<Arc<WorkQueue<u64, u64>>> = (0..4)
+            .map(|_| {
+                let q = Arc::new(WorkQueue::new(QueueConfig::default(), lanes.clone()));
+                q.serve();
+                q
+            })
+            .collect();
+        // Per queue and key: the latest generation added, and the latest seen at a hand-out.
+        let gens = Arc::new(Mutex::new(HashMap::<(usize, u64), u64>::new()));
+        let seen = Arc::new(Mutex::new(HashMap::<(usize, u64), u64>::new()));
+        let mut workers = Vec::new();
+        for (index, q) in queues.iter().enumerate() {
+            for w in 0..3u64 {
+                let (q, gens, seen) = (q.clone(), gens.clone(), seen.clone());
+                workers.push(tokio::spawn(async move {
+                    let mut rng = w + 1 + 10 * index as u64;
+                    while let Some(Item { key, .. }) = q.next().await {
+                        {
+                            let generation = gens.lock().unwrap()[&(index, key)];
+                            let mut seen = seen.lock().unwrap();
+                            let last = seen.entry((index, key)).or_default();
+                            *last = (*last).max(generation);
+                        }
+                        if xorshift(&mut rng).is_multiple_of(3) {
+                            tokio::task::yield_now().await;
+                        }
+                        q.done(&key);
+                    }
+                }));
+            }
+        }
+        let producers: Vec<_> = queues
+            .iter()
+            .enumerate()
+            .map(|(index, q)| {
+                let (q, gens) = (q.clone(), gens.clone());
+                tokio::spawn(async move {
+                    let mut rng = index as u64 * 7919 + 17;
+                    for i in 0..2000 {
+                        let key = xorshift(&mut rng) % KEYS;
+                        let change = xorshift(&mut rng).is_multiple_of(5);
+                        {
+                            let mut gens = gens.lock().unwrap();
+                            let generation = gens.entry((index, key)).or_default();
+                            *generation += 1;
+                            // Mostly backlog, a change now and then: the lanes bind most of
+                            // the time.
+                            if change {
+                                q.add(key, *generation);
+                            } else {
+                                q.add_low(key, *generation);
+                            }
+                        }
+                        if i % 8 == 0 {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                })
+            })
+            .collect();
+        for producer in producers {
+            producer.await.unwrap();
+        }
+        let caught_up = async {
+            while *seen.lock().unwrap() != *gens.lock().unwrap() {
+                sleep(Duration::from_millis(1)).await;
+            }
+        };
+        timeout(Duration::from_secs(10), caught_up)
+            .await
+            .expect("every queue's last add handed out");
+        for q in &queues {
+            q.shut_down_and_drain().await;
+        }
+        for worker in workers {
+            timeout(Duration::from_secs(10), worker)
+                .await
+                .expect("workers stop")
+                .unwrap();
+        }
+        let counts = lanes.counts();
+        assert_eq!((counts.urgent, counts.backlog), (0, 0));
+        assert!(counts.waiting.is_empty());
     }
 }
