@@ -2,7 +2,8 @@
 //! priority queue, so one object changed while a host works through a backlog is reconciled
 //! next rather than after the whole backlog. Across the guests of a host, while a change waits
 //! or runs, the backlog keeps fewer reconciles in flight than the host has CPUs, so that a
-//! standby taking over with a change queued does not run it among a crowd of backlog keys.
+//! standby taking over with a change queued does not run it among a crowd of backlog keys; and
+//! a backlog starts slow, so that a change arriving just after the takeover finds a worker free.
 
 use std::collections::BTreeMap;
 
@@ -88,12 +89,17 @@ async fn a_change_is_reconciled_before_the_backlog_of_the_initial_list() -> Resu
 /// Sources of each guest in the takeover test.
 const LISTED: usize = 40;
 
-/// The ledger source `name` with `value`.
-fn ledger_source(name: &str, value: &str) -> serde_json::Value {
+/// The ledger source `name` with `value`, whose reconciles keep their CPU busy for `hold_ms`
+/// (the fixture's 20 ms if `None`).
+fn ledger_source(name: &str, value: &str, hold_ms: Option<u64>) -> serde_json::Value {
+    let mut data = json!({ "value": value });
+    if let Some(hold) = hold_ms {
+        data["holdMs"] = json!(hold.to_string());
+    }
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": { "name": name, "labels": { "kubewasm.dev/fixture": "ledger" } },
-        "data": { "value": value },
+        "data": data,
     })
 }
 
@@ -114,13 +120,39 @@ async fn ledgered(config_maps: &Api<ConfigMap>, value: &str) -> Result<usize> {
     Ok(all.iter().filter(holds).count())
 }
 
-#[tokio::test]
-async fn a_standby_taking_over_runs_its_queued_change_beside_fewer_backlog_keys_than_cpus()
--> Result<()> {
+/// When the takeover test changes a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChangeAt {
+    /// While the standby waits: it has the change queued when it wins the Lease.
+    Before,
+    /// Once the standby leads and has started on its backlog.
+    After,
+}
+
+/// What the takeover test saw on the standby.
+struct Takeover {
+    /// Every reconcile the standby ran.
+    runs: Vec<Run>,
+    /// The changed source, `<namespace>/<name>`.
+    change: String,
+    /// The wall clock in nanoseconds just before the change was sent.
+    sent: u128,
+    cpus: usize,
+}
+
+/// Two guests of the ledger module, each with more workers than the host has CPUs and `listed`
+/// sources whose reconciles hold their CPU for `hold_ms`; a leader reconciles them, a warm
+/// standby queues them, the leader stops with SIGTERM and the standby takes over. One source of
+/// the second guest changes `at` the given time.
+async fn takeover(listed: usize, hold_ms: Option<u64>, at: ChangeAt) -> Result<Takeover> {
     let plane = control_plane();
     let client = plane.client().await?;
-    let first = plane.namespace("priority-a").await?;
-    let second = plane.namespace("priority-b").await?;
+    let suffix = match at {
+        ChangeAt::Before => "before",
+        ChangeAt::After => "after",
+    };
+    let first = plane.namespace(&format!("priority-{suffix}-a")).await?;
+    let second = plane.namespace(&format!("priority-{suffix}-b")).await?;
     let cpus = std::thread::available_parallelism()?.get();
     // Each guest has more workers than the host has CPUs.
     let workers = cpus + 2;
@@ -139,10 +171,10 @@ async fn a_standby_taking_over_runs_its_queued_change_beside_fewer_backlog_keys_
     let apis =
         [first.name(), second.name()].map(|ns| Api::<ConfigMap>::namespaced(client.clone(), ns));
     for config_maps in &apis {
-        futures::stream::iter(0..LISTED)
+        futures::stream::iter(0..listed)
             .map(|i| async move {
                 let name = format!("listed-{i}");
-                let source = ledger_source(&name, "listed");
+                let source = ledger_source(&name, "listed", hold_ms);
                 config_maps
                     .patch(&name, &PatchParams::apply("tests"), &Patch::Apply(&source))
                     .await?;
@@ -164,7 +196,7 @@ async fn a_standby_taking_over_runs_its_queued_change_beside_fewer_backlog_keys_
     let leader = HostProcess::start_with(&format!("{}-leader", first.name()), &config, &election)?;
     for config_maps in &apis {
         let reconciled = eventually("the leader to reconcile every source", WAIT, || async {
-            Ok((ledgered(config_maps, "listed").await? == LISTED).then_some(()))
+            Ok((ledgered(config_maps, "listed").await? == listed).then_some(()))
         })
         .await;
         if let Err(error) = reconciled {
@@ -193,29 +225,46 @@ async fn a_standby_taking_over_runs_its_queued_change_beside_fewer_backlog_keys_
                 guest_sum("workqueue_depth", "ledger-a").await?,
                 guest_sum("workqueue_depth", "ledger-b").await?,
             ];
-            Ok((queued == [LISTED as f64; 2]).then_some(()))
+            Ok((queued == [listed as f64; 2]).then_some(()))
         },
     )
     .await?;
-    let adds = guest_sum("workqueue_adds_total", "ledger-b").await?;
-    // A change while the standby is warm: the leader reconciles it, the standby queues it.
-    let changed = "listed-0";
-    apis[1]
-        .patch(
-            changed,
-            &PatchParams::apply("tests"),
-            &Patch::Apply(ledger_source(changed, "changed")),
-        )
+    // Last in the order of the initial list: never among the first backlog keys.
+    let changed = "listed-9";
+    // The change holds its CPU as briefly as the fixture allows.
+    let change = async || {
+        let sent = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+        apis[1]
+            .patch(
+                changed,
+                &PatchParams::apply("tests"),
+                &Patch::Apply(ledger_source(changed, "changed", None)),
+            )
+            .await?;
+        anyhow::Ok(sent.as_nanos())
+    };
+    let mut sent = 0;
+    if at == ChangeAt::Before {
+        let adds = guest_sum("workqueue_adds_total", "ledger-b").await?;
+        // A change while the standby is warm: the leader reconciles it, the standby queues it.
+        sent = change().await?;
+        eventually("the leader to reconcile the change", WAIT, || async {
+            Ok((ledgered(&apis[1], "changed").await? == 1).then_some(()))
+        })
         .await?;
-    eventually("the leader to reconcile the change", WAIT, || async {
-        Ok((ledgered(&apis[1], "changed").await? == 1).then_some(()))
-    })
-    .await?;
-    eventually("the standby to queue the change", WAIT, || async {
-        Ok((guest_sum("workqueue_adds_total", "ledger-b").await? > adds).then_some(()))
-    })
-    .await?;
+        eventually("the standby to queue the change", WAIT, || async {
+            Ok((guest_sum("workqueue_adds_total", "ledger-b").await? > adds).then_some(()))
+        })
+        .await?;
+    }
     ensure!(leader.stop()?, "the leader exits cleanly on SIGTERM");
+    if at == ChangeAt::After {
+        eventually("the standby to lead", WAIT, || async {
+            Ok(standby.log().contains("became leader").then_some(()))
+        })
+        .await?;
+        sent = change().await?;
+    }
     let change = format!("{}/{changed}", second.name());
     let runs = eventually(
         "the standby to lead and reconcile every source",
@@ -223,23 +272,65 @@ async fn a_standby_taking_over_runs_its_queued_change_beside_fewer_backlog_keys_
         || async {
             let runs = ledger::runs(&standby.log())?;
             let ended = runs.iter().filter(|r| r.end.is_some()).count();
-            Ok((ended >= 2 * LISTED).then_some(runs))
+            Ok((ended >= 2 * listed).then_some(runs))
         },
     )
     .await;
-    let checked = runs.and_then(|runs| beside_the_change(&runs, &change, cpus));
-    if let Err(error) = checked {
-        eprintln!("standby's log:\n{}", standby.log());
-        return Err(error);
-    }
+    let runs = match runs {
+        Ok(runs) => runs,
+        Err(error) => {
+            eprintln!("standby's log:\n{}", standby.log());
+            return Err(error);
+        }
+    };
     ensure!(standby.stop()?, "the new leader exits cleanly on SIGTERM");
+    Ok(Takeover {
+        runs,
+        change,
+        sent,
+        cpus,
+    })
+}
+
+#[tokio::test]
+async fn a_standby_taking_over_runs_its_queued_change_beside_fewer_backlog_keys_than_cpus()
+-> Result<()> {
+    let seen = takeover(LISTED, None, ChangeAt::Before).await?;
+    beside_the_change(&seen.runs, &seen.change, seen.cpus)
+}
+
+#[tokio::test]
+async fn a_change_just_after_a_takeover_finds_a_worker_free_of_the_backlog() -> Result<()> {
+    // Backlog reconciles of a second each, a few per worker.
+    let seen = takeover(3 * 4, Some(1000), ChangeAt::After).await?;
+    let mut firsts = first_runs(&seen.runs);
+    let change = firsts
+        .remove(seen.change.as_str())
+        .context("the standby never reconciled the change")?;
+    let before: Vec<&Run> = firsts
+        .into_values()
+        .filter(|run| run.start < change.start)
+        .collect();
+    let ended = before
+        .iter()
+        .filter(|run| run.end.is_some_and(|end| end < change.start))
+        .count();
+    eprintln!(
+        "the change started {} ms after it was sent, after {} backlog reconciles started and {ended} \
+         ended",
+        change.start.saturating_sub(seen.sent) / 1_000_000,
+        before.len(),
+    );
+    ensure!(
+        ended == 0,
+        "the change waited for {ended} backlog reconciles to end: the backlog had taken every \
+         worker of its guest"
+    );
     Ok(())
 }
 
-/// Checks that every backlog reconcile that started before the `change`'s first reconcile
-/// ended started beside fewer other backlog reconciles than `cpus` (one, on a single CPU).
-/// The backlog is the first reconcile of every other source: a retry is a change of its own.
-fn beside_the_change(runs: &[Run], change: &str, cpus: usize) -> Result<()> {
+/// The first reconcile of each source.
+fn first_runs(runs: &[Run]) -> BTreeMap<&str, &Run> {
     let mut firsts: BTreeMap<&str, &Run> = BTreeMap::new();
     for run in runs {
         let first = firsts.entry(&run.source).or_insert(run);
@@ -247,6 +338,14 @@ fn beside_the_change(runs: &[Run], change: &str, cpus: usize) -> Result<()> {
             *first = run;
         }
     }
+    firsts
+}
+
+/// Checks that every backlog reconcile that started before the `change`'s first reconcile
+/// ended started beside fewer other backlog reconciles than `cpus` (one, on a single CPU).
+/// The backlog is the first reconcile of every other source: a retry is a change of its own.
+fn beside_the_change(runs: &[Run], change: &str, cpus: usize) -> Result<()> {
+    let mut firsts = first_runs(runs);
     let end = firsts
         .remove(change)
         .context("the standby never reconciled the change")?

@@ -16,7 +16,10 @@
 //! The queues of one host share their [`Lanes`]: while a key of a front lane waits or runs in any
 //! of them, the low lanes together keep no more keys in flight than the CPUs the front lanes
 //! leave (one at least), so a change is not reconciled among a crowd of backlog keys of other
-//! guests, such as the whole backlog a standby starts on when it wins its Lease.
+//! guests, such as the whole backlog a standby starts on when it wins its Lease. A backlog that
+//! starts from idle starts slow, with as many keys in flight as CPUs and one more each time one
+//! ends, so that a change arriving as it starts finds a worker free instead of every worker
+//! taken by it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
@@ -65,9 +68,11 @@ pub struct QueueStats {
 /// lane, ready or in flight (an urgent key), low-lane keys are handed out only while fewer of them
 /// are in flight, across the queues, than the CPUs the urgent keys leave, and always while
 /// none is: a change shares the CPUs with few backlog reconciles however many workers the
-/// guests have, and the backlog always moves. Room freed goes to the queues whose workers
-/// waited for it, in the order they first did, so one guest's backlog never holds the room
-/// while another's waits.
+/// guests have, and the backlog always moves. With no urgent key, the low lanes start from idle
+/// with as many keys in flight as CPUs and take one more each time one ends: a backlog reaches
+/// every worker within a few rounds of reconciles, while a change arriving meanwhile finds a
+/// worker free. Room freed goes to the queues whose workers waited for it, in the order they
+/// first did, so one guest's backlog never holds the room while another's waits.
 #[derive(Debug)]
 pub struct Lanes {
     cpus: usize,
@@ -86,6 +91,9 @@ struct Counts {
     backlog: usize,
     /// The queues with a worker waiting for room, in the order they were first refused it.
     waiting: VecDeque<u64>,
+    /// Low-lane keys that may be in flight while no key is urgent: as many as the CPUs when
+    /// the low lanes start from idle, one more each time one ends.
+    ramp: usize,
 }
 
 impl Lanes {
@@ -112,18 +120,23 @@ impl Lanes {
     /// `queue`'s turn; else puts `queue` in line for the room, if it is not yet.
     fn admit_low(&self, queue: u64) -> bool {
         let mut counts = self.counts();
-        if counts.urgent > 0 {
-            let room = self.cpus.saturating_sub(counts.urgent).max(1);
-            let turn = counts.waiting.front().is_none_or(|first| *first == queue);
-            if !turn || counts.backlog >= room {
-                if !counts.waiting.contains(&queue) {
-                    counts.waiting.push_back(queue);
-                }
-                return false;
+        if counts.backlog == 0 {
+            counts.ramp = self.cpus;
+        }
+        let room = if counts.urgent > 0 {
+            self.cpus.saturating_sub(counts.urgent).max(1)
+        } else {
+            counts.ramp
+        };
+        let turn = counts.waiting.front().is_none_or(|first| *first == queue);
+        if !turn || counts.backlog >= room {
+            if !counts.waiting.contains(&queue) {
+                counts.waiting.push_back(queue);
             }
-            if counts.waiting.front() == Some(&queue) {
-                counts.waiting.pop_front();
-            }
+            return false;
+        }
+        if counts.waiting.front() == Some(&queue) {
+            counts.waiting.pop_front();
         }
         counts.backlog += 1;
         true
@@ -145,7 +158,10 @@ impl Lanes {
     /// Counts `done` low-lane keys out of flight.
     fn release_low(&self, done: usize) {
         if done > 0 {
-            self.counts().backlog -= done;
+            let mut counts = self.counts();
+            counts.backlog -= done;
+            counts.ramp = counts.ramp.saturating_add(done);
+            drop(counts);
             self.freed.notify_waiters();
         }
     }
@@ -907,41 +923,75 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_backlog_always_moves_and_a_queue_counts_only_while_served_and_alive() {
-        let lanes = Lanes::new(1);
+        let lanes = Lanes::new(2);
         let a = sharing(&lanes);
         let unserved = Arc::new(WorkQueue::new(QueueConfig::default(), lanes.clone()));
-        unserved.add("change", Changed);
+        unserved.add("change-1", Changed);
+        unserved.add("change-2", Changed);
         a.add_low("a1", Added);
         a.add_low("a2", Added);
-        // A change in a queue nobody works on holds nothing back.
+        // Changes in a queue nobody works on hold nothing back.
         assert_eq!([take(&a).await.key, take(&a).await.key], ["a1", "a2"]);
         let b = sharing(&lanes);
-        b.add("change", Changed);
+        b.add("change-1", Changed);
+        b.add("change-2", Changed);
         b.add_low("b1", Added);
         a.done(&"a1");
         a.done(&"a2");
         a.add_low("a3", Added);
-        // Even with no CPU left beside the change, one low-lane key runs at a time.
+        // Even with no CPU left beside the changes, one low-lane key runs at a time.
         assert_eq!(take(&a).await.key, "a3");
-        assert_eq!(take(&b).await.key, "change");
+        assert_eq!(take(&b).await.key, "change-1");
+        assert_eq!(take(&b).await.key, "change-2");
         assert_idle(&b).await;
         a.add_low("a4", Added);
         assert_idle(&a).await;
-        // A queue dropped with its change in flight takes it out of the counts...
+        // A queue dropped with its changes in flight takes them out of the counts...
         drop(b);
         assert_eq!(take(&a).await.key, "a4");
+        a.done(&"a3");
+        a.done(&"a4");
         // ... and its low-lane keys in flight.
         let c = sharing(&lanes);
         c.add_low("c1", Added);
         assert_eq!(take(&c).await.key, "c1");
-        a.done(&"a3");
-        a.done(&"a4");
         a.add("change", Changed);
         a.add_low("a5", Added);
         assert_eq!(take(&a).await.key, "change");
         assert_idle(&a).await;
         drop(c);
         assert_eq!(take(&a).await.key, "a5");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backlog_starting_from_idle_takes_as_many_workers_as_cpus_then_one_more_per_key_done()
+    {
+        let lanes = Lanes::new(2);
+        let (a, b) = (sharing(&lanes), sharing(&lanes));
+        for key in ["a1", "a2", "a3", "a4", "a5"] {
+            a.add_low(key, Added);
+        }
+        assert_eq!([take(&a).await.key, take(&a).await.key], ["a1", "a2"]);
+        assert_idle(&a).await;
+        // A change meanwhile finds a worker free.
+        b.add("change", Changed);
+        assert_eq!(take(&b).await.key, "change");
+        b.done(&"change");
+        // Each key done lets two more in: the one in its place and one beside it.
+        a.done(&"a1");
+        assert_eq!([take(&a).await.key, take(&a).await.key], ["a3", "a4"]);
+        assert_idle(&a).await;
+        a.done(&"a2");
+        assert_eq!(take(&a).await.key, "a5");
+        // Idle again, the low lanes start over from as many keys as CPUs.
+        for key in ["a3", "a4", "a5"] {
+            a.done(&key);
+        }
+        for key in ["a6", "a7", "a8"] {
+            a.add_low(key, Added);
+        }
+        assert_eq!([take(&a).await.key, take(&a).await.key], ["a6", "a7"]);
+        assert_idle(&a).await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -1011,7 +1061,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_queue_shut_down_holds_no_backlog_back_with_changes_it_will_never_hand_out() {
-        let lanes = Lanes::new(1);
+        let lanes = Lanes::new(2);
         let (a, b) = (sharing(&lanes), sharing(&lanes));
         b.add("change", Changed);
         a.add_low("a1", Added);

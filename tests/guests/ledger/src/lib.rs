@@ -2,8 +2,9 @@
 //! ConfigMap `<name>-ledger` whose `data.value` equals the source's, and logs `ledger` with
 //! `event=start` and `event=end`, the key and the wall clock in nanoseconds (`at`) when each
 //! reconcile starts and ends, so that a test reading the logs of several hosts can tell
-//! whether two of them ever reconciled one key at once. Each reconcile lasts at least 20 ms,
-//! so that overlaps, if any, are wide enough to be seen.
+//! whether two of them ever reconciled one key at once. Each reconcile keeps its CPU busy for
+//! at least 20 ms, so that overlaps, if any, are wide enough to be seen, or for as many
+//! milliseconds as the source's `data.holdMs` says.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -11,7 +12,7 @@ use kubewasm_guest::apply;
 use kubewasm_guest::prelude::*;
 use serde_json::json;
 
-/// The shortest reconcile.
+/// The shortest reconcile, unless the source says otherwise.
 const HOLD: Duration = Duration::from_millis(20);
 
 /// The fixture controller.
@@ -54,7 +55,13 @@ impl Controller for Ledger {
         let held = Instant::now();
         record("start", &key, now());
         let result = mirror(&req);
-        while held.elapsed() < HOLD {
+        let hold = req.object.as_ref().map_or(HOLD, |source| {
+            source["data"]["holdMs"]
+                .as_str()
+                .and_then(|ms| ms.parse().ok())
+                .map_or(HOLD, Duration::from_millis)
+        });
+        while held.elapsed() < hold {
             std::hint::spin_loop();
         }
         record("end", &key, now());
