@@ -89,8 +89,8 @@ async fn a_change_is_reconciled_before_the_backlog_of_the_initial_list() -> Resu
 /// Sources of each guest in the takeover test.
 const LISTED: usize = 40;
 
-/// The ledger source `name` with `value`, whose reconciles keep their CPU busy for `hold_ms`
-/// (the fixture's 20 ms if `None`).
+/// The ledger source `name` with `value`, whose reconciles last `hold_ms` (the fixture's 20 ms
+/// if `None`).
 fn ledger_source(name: &str, value: &str, hold_ms: Option<u64>) -> serde_json::Value {
     let mut data = json!({ "value": value });
     if let Some(hold) = hold_ms {
@@ -140,10 +140,15 @@ struct Takeover {
     cpus: usize,
 }
 
-/// Two guests of the ledger module, each with more workers than the host has CPUs and `listed`
-/// sources whose reconciles hold their CPU for `hold_ms`; a leader reconciles them, a warm
-/// standby queues them, the leader stops with SIGTERM and the standby takes over. One source of
-/// the second guest changes `at` the given time.
+/// Workers of each guest in the takeover tests: more than the host has CPUs.
+fn workers() -> Result<usize> {
+    Ok(std::thread::available_parallelism()?.get() + 2)
+}
+
+/// Two guests of the ledger module, each with [`workers`] workers and `listed` sources whose
+/// reconciles last `hold_ms`; a leader reconciles them, a warm standby queues them, the leader
+/// stops with SIGTERM and the standby takes over. One source of the second guest changes `at`
+/// the given time.
 async fn takeover(listed: usize, hold_ms: Option<u64>, at: ChangeAt) -> Result<Takeover> {
     let plane = control_plane();
     let client = plane.client().await?;
@@ -154,8 +159,7 @@ async fn takeover(listed: usize, hold_ms: Option<u64>, at: ChangeAt) -> Result<T
     let first = plane.namespace(&format!("priority-{suffix}-a")).await?;
     let second = plane.namespace(&format!("priority-{suffix}-b")).await?;
     let cpus = std::thread::available_parallelism()?.get();
-    // Each guest has more workers than the host has CPUs.
-    let workers = cpus + 2;
+    let workers = workers()?;
     // Two guests of the ledger module, each from a path of its own.
     let copies = tempfile::tempdir()?;
     let mut config = "modules:\n".to_owned();
@@ -301,8 +305,9 @@ async fn a_standby_taking_over_runs_its_queued_change_beside_fewer_backlog_keys_
 
 #[tokio::test]
 async fn a_change_just_after_a_takeover_finds_a_worker_free_of_the_backlog() -> Result<()> {
-    // Backlog reconciles of a second each, a few per worker.
-    let seen = takeover(3 * 4, Some(1000), ChangeAt::After).await?;
+    // Backlog reconciles of 3 s each, two per worker: old enough at the change to have
+    // ended, had the change waited for one.
+    let seen = takeover(2 * workers()?, Some(3000), ChangeAt::After).await?;
     let mut firsts = first_runs(&seen.runs);
     let change = firsts
         .remove(seen.change.as_str())

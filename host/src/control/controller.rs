@@ -518,7 +518,11 @@ impl Controller {
             if let Some(Unmapped { states, initial }) = unmapped {
                 tokio::select! {
                     () = self.map_keys(&item.key.0, states, initial) => {}
-                    () = self.stop.cancelled() => return,
+                    () = self.stop.cancelled() => {
+                        // Out of flight, so that it holds no room in the host's lanes.
+                        self.unmapped.done(&item.key);
+                        return;
+                    }
                 }
             }
             self.unmapped.done(&item.key);

@@ -17,9 +17,9 @@
 //! of them, the low lanes together keep no more keys in flight than the CPUs the front lanes
 //! leave (one at least), so a change is not reconciled among a crowd of backlog keys of other
 //! guests, such as the whole backlog a standby starts on when it wins its Lease. A backlog that
-//! starts from idle starts slow, with as many keys in flight as CPUs and one more each time one
-//! ends, so that a change arriving as it starts finds a worker free instead of every worker
-//! taken by it.
+//! starts from idle starts slow, with as many keys in flight across the queues as CPUs and one
+//! more each time one ends, so that a change arriving as it starts finds a worker of its guest
+//! free, unless the guest has no more workers than the host has CPUs.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
@@ -66,13 +66,13 @@ pub struct QueueStats {
 
 /// The low lanes of every queue of one host, as one. While a served queue holds a key of its front
 /// lane, ready or in flight (an urgent key), low-lane keys are handed out only while fewer of them
-/// are in flight, across the queues, than the CPUs the urgent keys leave, and always while
-/// none is: a change shares the CPUs with few backlog reconciles however many workers the
-/// guests have, and the backlog always moves. With no urgent key, the low lanes start from idle
+/// are in flight, across the queues, than the CPUs the urgent keys leave, one at least: a change
+/// shares the CPUs with few backlog reconciles however many workers the guests have, and the
+/// backlog always moves. With no urgent key, the low lanes start from idle (no key in flight)
 /// with as many keys in flight as CPUs and take one more each time one ends: a backlog reaches
 /// every worker within a few rounds of reconciles, while a change arriving meanwhile finds a
 /// worker free. Room freed goes to the queues whose workers waited for it, in the order they
-/// first did, so one guest's backlog never holds the room while another's waits.
+/// first did, so one queue's backlog never holds the room while another's waits.
 #[derive(Debug)]
 pub struct Lanes {
     cpus: usize,
@@ -97,10 +97,10 @@ struct Counts {
 }
 
 impl Lanes {
-    /// Lanes for a host of `cpus` CPUs.
+    /// Lanes for a host of `cpus` CPUs (one at least).
     pub fn new(cpus: usize) -> Arc<Self> {
         Arc::new(Self {
-            cpus,
+            cpus: cpus.max(1),
             counts: Mutex::default(),
             freed: Notify::new(),
             next_queue: AtomicU64::new(0),
@@ -135,10 +135,16 @@ impl Lanes {
             }
             return false;
         }
-        if counts.waiting.front() == Some(&queue) {
-            counts.waiting.pop_front();
-        }
         counts.backlog += 1;
+        let passed_on = counts.waiting.front() == Some(&queue) && {
+            counts.waiting.pop_front();
+            // The next in line may have been refused its turn before this one came.
+            !counts.waiting.is_empty() && counts.backlog < room
+        };
+        drop(counts);
+        if passed_on {
+            self.freed.notify_waiters();
+        }
         true
     }
 
@@ -971,27 +977,57 @@ mod tests {
         for key in ["a1", "a2", "a3", "a4", "a5"] {
             a.add_low(key, Added);
         }
-        assert_eq!([take(&a).await.key, take(&a).await.key], ["a1", "a2"]);
+        b.add_low("b1", Added);
+        b.add_low("b2", Added);
+        // As many as the host has CPUs, across the queues.
+        assert_eq!(take(&a).await.key, "a1");
+        assert_eq!(take(&b).await.key, "b1");
         assert_idle(&a).await;
-        // A change meanwhile finds a worker free.
-        b.add("change", Changed);
-        assert_eq!(take(&b).await.key, "change");
-        b.done(&"change");
+        assert_idle(&b).await;
         // Each key done lets two more in: the one in its place and one beside it.
         a.done(&"a1");
+        assert_eq!(take(&a).await.key, "a2");
+        assert_eq!(take(&b).await.key, "b2");
+        assert_idle(&a).await;
+        b.done(&"b1");
         assert_eq!([take(&a).await.key, take(&a).await.key], ["a3", "a4"]);
         assert_idle(&a).await;
-        a.done(&"a2");
-        assert_eq!(take(&a).await.key, "a5");
         // Idle again, the low lanes start over from as many keys as CPUs.
-        for key in ["a3", "a4", "a5"] {
+        for key in ["a2", "a3", "a4"] {
             a.done(&key);
         }
-        for key in ["a6", "a7", "a8"] {
+        b.done(&"b2");
+        for key in ["a6", "a7"] {
             a.add_low(key, Added);
         }
-        assert_eq!([take(&a).await.key, take(&a).await.key], ["a6", "a7"]);
+        assert_eq!([take(&a).await.key, take(&a).await.key], ["a5", "a6"]);
         assert_idle(&a).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn room_for_two_goes_to_the_first_two_in_line_whichever_wakes_first() {
+        let lanes = Lanes::new(2);
+        let (c, x, y) = (sharing(&lanes), sharing(&lanes), sharing(&lanes));
+        c.add_low("c1", Added);
+        c.add_low("c2", Added);
+        assert_eq!([take(&c).await.key, take(&c).await.key], ["c1", "c2"]);
+        x.add_low("x1", Added);
+        let x_waiting = spawn_next(&x);
+        sleep(Duration::from_secs(1)).await;
+        y.add_low("y1", Added);
+        let y_waiting = spawn_next(&y);
+        sleep(Duration::from_secs(1)).await;
+        // x's worker wakes and waits again, now behind y's for the room, though first in line.
+        x.add_low("x2", Added);
+        sleep(Duration::from_secs(1)).await;
+        assert!(!x_waiting.is_finished() && !y_waiting.is_finished());
+        // One key done: room for one in its place and one more.
+        c.done(&"c1");
+        let served = timeout(Duration::from_millis(1), async {
+            (x_waiting.await.unwrap(), y_waiting.await.unwrap())
+        });
+        let (x_item, y_item) = served.await.expect("both served at once");
+        assert_eq!((x_item.unwrap().key, y_item.unwrap().key), ("x1", "y1"));
     }
 
     #[tokio::test(start_paused = true)]
