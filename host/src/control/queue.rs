@@ -10,8 +10,9 @@
 //! As controller-runtime's priority queue, keys come in two lanes: keys added with
 //! [`WorkQueue::add_low`] (an initial list, a resync, a reload) are handed out only when no other
 //! key is ready, so a real change is reconciled before a backlog of them; a low key added again
-//! normally moves to the front lane. Like client-go's, the queue times how long keys wait and how
-//! long they are processed.
+//! normally moves to the front lane, while a key requeued or retried from a reconcile keeps the
+//! lane it was handed out from. Like client-go's, the queue times how long keys wait and how long
+//! they are processed.
 //!
 //! The queues of one host share their [`Lanes`]: while a key of a front lane waits or runs in any
 //! of them, the low lanes together keep no more keys in flight than the CPUs the front lanes
@@ -200,6 +201,8 @@ struct Delayed<R> {
     at: Instant,
     seq: u64,
     reason: R,
+    /// For the low-priority lane.
+    low: bool,
 }
 
 /// Invariant: a key is ready exactly when it is in `dirty` and not in `processing`; then the
@@ -275,14 +278,17 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
     }
 
     fn add_after(&mut self, key: K, reason: R, now: Instant, delay: Duration) {
+        let mut low = self.processing.get(&key).is_some_and(|key| key.low);
         if self.shut_down || delay.is_zero() {
-            return self.add(key, reason, now, false);
+            return self.add(key, reason, now, low);
         }
         let at = now + delay;
-        if let Some(old) = self.delayed.get(&key) {
+        if let Some(old) = self.delayed.get_mut(&key) {
             if old.at <= at {
+                old.low &= low;
                 return;
             }
+            low &= old.low;
             self.timers.remove(&(old.at, old.seq));
         }
         if self
@@ -295,7 +301,15 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.timers.insert((at, seq), key.clone());
-        self.delayed.insert(key, Delayed { at, seq, reason });
+        self.delayed.insert(
+            key,
+            Delayed {
+                at,
+                seq,
+                reason,
+                low,
+            },
+        );
     }
 
     fn fire_due(&mut self, now: Instant) {
@@ -303,8 +317,10 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
             && timer.key().0 <= now
         {
             let key = timer.remove();
-            let Delayed { at, reason, .. } = self.delayed.remove(&key).expect("timer has entry");
-            self.add(key, reason, at, false);
+            let Delayed {
+                at, reason, low, ..
+            } = self.delayed.remove(&key).expect("timer has entry");
+            self.add(key, reason, at, low);
         }
     }
 
@@ -465,7 +481,10 @@ where
     }
 
     /// Adds `key` once `delay` has passed (immediately for zero). If the key already has a
-    /// pending delayed add, the earlier deadline (and its reason) wins.
+    /// pending delayed add, the earlier deadline (and its reason) wins. A key added while in
+    /// flight, as a requeue or a retry, keeps the lane it was handed out from, as
+    /// controller-runtime's controllers retain an item's priority; any other goes to the front
+    /// lane, and of two delayed adds of one key, the front lane wins.
     pub fn add_after(&self, key: K, reason: R, delay: Duration) {
         self.with_state(|st, now| st.add_after(key, reason, now, delay));
     }
@@ -891,6 +910,35 @@ mod tests {
         );
         assert_eq!(q.len(), 0);
         assert_idle(&q).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_and_requeues_keep_the_lane_their_key_was_handed_out_from() {
+        let q = queue();
+        q.add_low("l1", Added);
+        q.add_low("l2", Added);
+        q.add("c1", Changed);
+        assert_eq!([take(&q).await.key, take(&q).await.key], ["c1", "l1"]);
+        // A backlog key that failed, a change requeued for later.
+        q.add_rate_limited("l1", Added);
+        q.add_after("c1", Changed, Duration::from_secs(1));
+        q.done(&"l1");
+        q.done(&"c1");
+        sleep(Duration::from_secs(2)).await;
+        let order = [take(&q).await.key, take(&q).await.key, take(&q).await.key];
+        assert_eq!(order, ["c1", "l2", "l1"]);
+        order.iter().for_each(|key| q.done(key));
+        // A key not in flight is delayed into the front lane, and of two delayed adds of one
+        // key, the earlier deadline and the front lane win.
+        q.add_low("l3", Added);
+        assert_eq!(take(&q).await.key, "l3");
+        q.add_after("l3", Added, Duration::from_secs(1));
+        q.done(&"l3");
+        q.add_after("l3", Changed, Duration::from_secs(2));
+        q.add_low("l4", Added);
+        sleep(Duration::from_secs(3)).await;
+        let order = [take(&q).await, take(&q).await].map(|item| (item.key, item.reason));
+        assert_eq!(order, [("l3", Added), ("l4", Added)]);
     }
 
     #[tokio::test(start_paused = true)]
