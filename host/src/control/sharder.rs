@@ -261,13 +261,19 @@ pub async fn run(
             let failed: Vec<_> = stream::iter(writes)
                 .map(|write| {
                     let kind = &kinds[&write.source];
-                    write.send(&resources, kind, &guest.name)
+                    write.send(&resources, kind)
                 })
                 .buffer_unordered(WRITES_AT_ONCE)
                 .filter_map(std::future::ready)
                 .collect()
                 .await;
-            state.dirty.extend(failed);
+            // One line for all: a refusal (say, no RBAC to patch a kind) fails every write.
+            if let Some((key, error)) = failed.first().map(|(_, key, error)| (key, error)) {
+                tracing::warn!(guest = %guest.name, failed = failed.len(), first = %key, %error, retry_in = ?RETRY, "sharder: writing shard labels");
+            }
+            state
+                .dirty
+                .extend(failed.into_iter().map(|(source, key, _)| (source, key)));
         }
     }
 }
@@ -284,13 +290,12 @@ struct Write {
 
 impl Write {
     /// Sends the write; a conflict or a missing object is left to the next event. Returns the
-    /// object to decide on again when the write failed otherwise.
+    /// object to decide on again, and why, when the write failed otherwise.
     async fn send(
         self,
         resources: &Resources,
         kind: &GroupVersionKind,
-        guest: &str,
-    ) -> Option<(Source, ObjectKey)> {
+    ) -> Option<(Source, ObjectKey, String)> {
         let patch = json!({
             "metadata": { "resourceVersion": self.version, "labels": self.labels }
         });
@@ -300,10 +305,7 @@ impl Write {
         };
         let api = match resources.api(kind, self.key.namespace.as_deref()).await {
             Ok(api) => api,
-            Err(error) => {
-                tracing::warn!(%guest, key = %self.key, %error, "sharder: resolving a kind");
-                return Some((self.source, self.key));
-            }
+            Err(error) => return Some((self.source, self.key, error.to_string())),
         };
         match api
             .patch(&self.key.name, &params, &Patch::Merge(&patch))
@@ -311,10 +313,7 @@ impl Write {
         {
             Ok(_) => None,
             Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => None,
-            Err(error) => {
-                tracing::warn!(%guest, key = %self.key, %error, retry_in = ?RETRY, "sharder: writing shard labels");
-                Some((self.source, self.key))
-            }
+            Err(error) => Some((self.source, self.key, error.to_string())),
         }
     }
 }
