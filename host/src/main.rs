@@ -167,6 +167,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             modules,
             name,
             service_account: (service_account_namespace, service_account),
+            sharded,
         } => {
             init_debug_logs();
             let target = rbac::Target {
@@ -174,7 +175,7 @@ async fn main() -> anyhow::Result<ExitCode> {
                 service_account_namespace,
                 service_account,
             };
-            match rbac::for_config(&config, &modules, &target).await {
+            match rbac::for_config(&config, &modules, &target, sharded).await {
                 Ok(rbac) => print!("{}", rbac.to_yaml()),
                 Err(error) => return Ok(fail(error)),
             }

@@ -98,6 +98,10 @@ pub enum Command {
         /// The host's ServiceAccount, as NAMESPACE/NAME, bound by the RoleBindings.
         #[arg(long, default_value = "kubewasm-system/kubewasm", value_parser = service_account)]
         service_account: (String, String),
+        /// For hosts run with `--sharded`: also `patch` on the guests' primary and owned kinds,
+        /// where the shard labels are written.
+        #[arg(long)]
+        sharded: bool,
     },
     /// Creates a Rust guest crate from the template guest (only Rust guests so far).
     New {

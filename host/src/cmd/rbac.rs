@@ -7,7 +7,8 @@
 //! apply, `patch` on `status`, `delete`), `update` on the primary's `finalizers` when it may
 //! write an owned kind (owned applies set `blockOwnerDeletion`, which the
 //! OwnerReferencesPermissionEnforcement admission plugin checks), and `create` of
-//! `events.k8s.io` Events. Needs in every
+//! `events.k8s.io` Events; for a sharded host, also `patch` on the primary and owned kinds, which
+//! carry the shard labels. Needs in every
 //! namespace, and every need on a cluster-scoped kind, go to one ClusterRole; needs restricted
 //! to namespaces go to a Role and RoleBinding in each. Custom resources are taken as namespaced;
 //! built-in kinds have their real scope.
@@ -78,12 +79,13 @@ pub enum RbacError {
 
 /// The RBAC for every module of the configuration at `config`. The modules are read from
 /// `modules`, each matched to its entry as `kubewasm check` does, or when empty from the
-/// entries' paths. Fails unless every entry has a module that loads and is granted what it
-/// declares.
+/// entries' paths, for a host that runs `sharded` or not. Fails unless every entry has a module
+/// that loads and is granted what it declares.
 pub async fn for_config(
     config: &Path,
     modules: &[PathBuf],
     target: &Target,
+    sharded: bool,
 ) -> Result<Rbac, RbacError> {
     let loaded = Config::load(config).map_err(|error| RbacError::Check {
         module: config.to_owned(),
@@ -121,10 +123,14 @@ pub async fn for_config(
                 missing: missing.join("; "),
             });
         }
-        found.insert(
-            entry.index,
-            permissions::needs(&report.metadata, &entry.module),
-        );
+        let mut needs = permissions::needs(&report.metadata, &entry.module);
+        if sharded {
+            needs.extend(permissions::shard_labels(
+                &report.metadata,
+                &entry.module.namespaces,
+            ));
+        }
+        found.insert(entry.index, needs);
     }
     let mut all_needs = Vec::new();
     for (index, entry) in loaded.modules.iter().enumerate() {
@@ -370,6 +376,41 @@ mod tests {
                 "update podsets/finalizers (kubewasm.dev) in all namespaces",
                 "create events (events.k8s.io) in all namespaces",
             ]
+        );
+    }
+
+    #[test]
+    fn a_sharded_host_also_patches_the_primary_and_owned_kinds_where_the_module_runs() {
+        let config = Config::from_yaml(
+            "modules:
+  - path: a.wasm
+    namespaces: [team-a, team-b]
+    grants:
+      - {apiGroups: [kubewasm.dev], resources: [podsets], verbs: [get, list, watch]}
+      - {apiGroups: [''], resources: [pods], verbs: [get, list, watch, create]}
+",
+            Path::new(""),
+        )
+        .unwrap();
+        let entry = &config.modules[0];
+        let needs: Vec<String> = permissions::shard_labels(&podset(), &entry.namespaces)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            needs,
+            [
+                "patch podsets (kubewasm.dev) in namespace team-a",
+                "patch pods (core) in namespace team-a",
+                "patch podsets (kubewasm.dev) in namespace team-b",
+                "patch pods (core) in namespace team-b",
+            ]
+        );
+        // The module alone needs no patch on the pods it owns.
+        let own = permissions::needs(&podset(), entry);
+        assert!(
+            !own.iter()
+                .any(|need| need.resource == "pods" && need.verbs.contains(&Verb::Patch))
         );
     }
 

@@ -152,6 +152,19 @@ pub fn needs(metadata: &Metadata, entry: &ModuleConfig) -> Vec<Requirement> {
     needs
 }
 
+/// What a sharded host needs besides [`needs`] for a module declaring `metadata` in
+/// `namespaces`: `patch` on its primary and owned kinds, whose objects carry the shard labels
+/// (their `list` and `watch` are among the reads of [`required`]).
+pub fn shard_labels(metadata: &Metadata, namespaces: &[String]) -> Vec<Requirement> {
+    let mut needs = Vec::new();
+    for namespace in &metadata.namespaces(namespaces) {
+        for kind in std::iter::once(&metadata.primary.kind).chain(&metadata.owns) {
+            push(&mut needs, kind, "", vec![Verb::Patch], namespace);
+        }
+    }
+    needs
+}
+
 /// The writes `entry`'s grants let the host make for a module declaring `metadata`: applies,
 /// patches and deletes of its primary and owned kinds and their status, the owner's finalizers
 /// for owned applies, and Events.
