@@ -467,6 +467,37 @@ pub struct Change {
     pub initial: bool,
 }
 
+impl Change {
+    /// Whether `manager`'s server-side apply made this change: the object is new with fields
+    /// applied by it, or the fields it applied, as the API server records them, are other than
+    /// before. A change by anyone else leaves them as they were. Where the host only knows the
+    /// digest of what it sent before, the change is not taken for the manager's.
+    pub fn applied_by(&self, manager: &str) -> bool {
+        fn by<'a>(
+            object: &'a CachedObject,
+            manager: &'a str,
+        ) -> impl Iterator<Item = &'a Applied> + 'a {
+            object
+                .applied()
+                .iter()
+                .filter(move |applied| &*applied.manager == manager)
+        }
+        let Some(new) = &self.new else {
+            return false;
+        };
+        by(new, manager).any(|applied| {
+            let before = self.old.as_deref().and_then(|old| {
+                by(old, manager).find(|was| was.subresource == applied.subresource)
+            });
+            match (before.map(|was| &was.fields), &applied.fields) {
+                (None, _) => true,
+                (Some(AppliedFields::Recorded(was)), AppliedFields::Recorded(now)) => was != now,
+                _ => false,
+            }
+        })
+    }
+}
+
 /// The objects of one watch, ordered by namespace then name.
 ///
 /// Besides the watch's own events, the store takes the results of the host's writes
@@ -956,6 +987,56 @@ mod tests {
             }))
             .unwrap(),
         )
+    }
+
+    /// A ConfigMap at `version` with a `managedFields` entry per (manager, operation, fields).
+    fn managed(version: &str, entries: &[(&str, &str, &str)]) -> Arc<CachedObject> {
+        let entries: Vec<_> = entries
+            .iter()
+            .map(|(manager, operation, fields)| {
+                serde_json::json!({
+                    "manager": manager, "operation": operation,
+                    "fieldsType": "FieldsV1", "fieldsV1": { fields.to_string(): {} }
+                })
+            })
+            .collect();
+        Arc::new(CachedObject::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {
+                    "namespace": "ns", "name": "a", "resourceVersion": version,
+                    "managedFields": entries
+                }
+            }))
+            .unwrap(),
+        ))
+    }
+
+    #[test]
+    fn a_change_is_a_managers_when_its_apply_set_other_fields() {
+        let ours = "kubewasm-copy";
+        let change = |old: Option<Arc<CachedObject>>, new: Option<Arc<CachedObject>>| Change {
+            old,
+            new,
+            initial: false,
+        };
+        let created = managed("1", &[(ours, "Apply", "f:data")]);
+        assert!(change(None, Some(created.clone())).applied_by(ours));
+        assert!(!change(None, Some(created.clone())).applied_by("kubewasm-other"));
+        let by_hand = managed("1", &[("kubectl", "Update", "f:data")]);
+        assert!(!change(None, Some(by_hand)).applied_by(ours));
+        // Its apply took other fields; someone else changed a value it set, or anything else.
+        let widened = managed("2", &[(ours, "Apply", "f:metadata")]);
+        assert!(change(Some(created.clone()), Some(widened)).applied_by(ours));
+        let edited = managed(
+            "3",
+            &[(ours, "Apply", "f:data"), ("kubectl", "Update", "f:x")],
+        );
+        assert!(!change(Some(created.clone()), Some(edited)).applied_by(ours));
+        assert!(!change(Some(created.clone()), None).applied_by(ours));
+        // What the host sent is known by digest only: not taken for the manager's change.
+        let sent = Arc::new((*created).clone().sent(ours, None, IntentDigest::default()));
+        assert!(!change(Some(sent), Some(created)).applied_by(ours));
     }
 
     fn key(namespace: &str, name: &str) -> ObjectKey {

@@ -31,7 +31,7 @@ use crate::cluster::selector::LabelSelector;
 use crate::cluster::view::View;
 use crate::cluster::watch::{Informer, Informers, Resources, Subscription};
 use crate::config::{DropRule, Grant, QueueConfig};
-use crate::control::apply::ClusterBackend;
+use crate::control::apply::{self, ClusterBackend};
 use crate::control::queue::WorkQueue;
 use crate::control::sharder::{self, Replica, ShardStats};
 use crate::control::tally::{Streak, Tally};
@@ -359,6 +359,7 @@ impl Controller {
             let ours = ours.clone();
             let selection = view.selection().clone();
             let share = share.clone();
+            let manager = apply::field_manager(&controller.settings.name);
             subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
                 if let Some(share) = &share {
                     if let Some(new) = &change.new
@@ -384,7 +385,7 @@ impl Controller {
                     gone_holding.lock().expect("gone lock").insert(old.key());
                 }
                 if let Some((key, reason)) = trigger::primary(change, &updates) {
-                    enqueue(&queue, change.initial, key, reason);
+                    enqueue_change(&queue, change, &manager, key, reason);
                 }
             })));
         }
@@ -435,9 +436,10 @@ impl Controller {
         for view in owned {
             let queue = self.queue.clone();
             let kind = primary.clone();
+            let manager = apply::field_manager(&self.settings.name);
             subscriptions.push(view.subscribe(Arc::new(move |change: &Change| {
                 for key in trigger::owners(change, &kind, true, namespaced) {
-                    enqueue(&queue, change.initial, key, Reason::OwnedChanged);
+                    enqueue_change(&queue, change, &manager, key, Reason::OwnedChanged);
                 }
             })));
         }
@@ -1178,6 +1180,24 @@ where
         queue.add_low(key, reason);
     } else {
         queue.add(key, reason);
+    }
+}
+
+/// Queues `key` for `change` of a primary or owned object: as [`enqueue`], but a change the
+/// guest's field `manager` applied itself, which the watch shows while the reconcile that applied
+/// it runs, keeps that reconcile's lane ([`WorkQueue::add_own`]): the backlog's own writes do
+/// not turn its keys into changes.
+fn enqueue_change(
+    queue: &WorkQueue<ObjectKey, Reason>,
+    change: &Change,
+    manager: &str,
+    key: ObjectKey,
+    reason: Reason,
+) {
+    if !change.initial && change.applied_by(manager) {
+        queue.add_own(key, reason);
+    } else {
+        enqueue(queue, change.initial, key, reason);
     }
 }
 

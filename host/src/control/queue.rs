@@ -10,8 +10,8 @@
 //! As controller-runtime's priority queue, keys come in two lanes: keys added with
 //! [`WorkQueue::add_low`] (an initial list, a resync, a reload) are handed out only when no other
 //! key is ready, so a real change is reconciled before a backlog of them; a low key added again
-//! normally moves to the front lane, while a key requeued or retried from a reconcile keeps the
-//! lane it was handed out from. Like client-go's, the queue times how long keys wait and how long
+//! normally moves to the front lane, while a key requeued or retried from a reconcile, or added
+//! again for a change the reconcile made itself, keeps the lane it was handed out from. Like client-go's, the queue times how long keys wait and how long
 //! they are processed.
 //!
 //! The queues of one host share their [`Lanes`]: while a key of a front lane waits or runs in any
@@ -480,6 +480,16 @@ where
         self.with_state(|st, now| st.add(key, reason, now, true));
     }
 
+    /// Queues `key` for a change its own reconcile made, such as the watch showing an object it
+    /// applied: while the key is in flight, in the lane it was handed out from, so that a backlog
+    /// reconcile does not make its next round a change; else as [`add`](Self::add).
+    pub fn add_own(&self, key: K, reason: R) {
+        self.with_state(|st, now| {
+            let low = st.processing.get(&key).is_some_and(|key| key.low);
+            st.add(key, reason, now, low);
+        });
+    }
+
     /// Adds `key` once `delay` has passed (immediately for zero). If the key already has a
     /// pending delayed add, the earlier deadline (and its reason) wins. A key added while in
     /// flight, as a requeue or a retry, keeps the lane it was handed out from, as
@@ -939,6 +949,35 @@ mod tests {
         sleep(Duration::from_secs(3)).await;
         let order = [take(&q).await, take(&q).await].map(|item| (item.key, item.reason));
         assert_eq!(order, [("l3", Added), ("l4", Added)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_a_reconcile_made_itself_keeps_its_lane_while_it_is_in_flight() {
+        let q = queue();
+        q.add_low("l1", Added);
+        q.add_low("l2", Added);
+        q.add("c1", Changed);
+        assert_eq!([take(&q).await.key, take(&q).await.key], ["c1", "l1"]);
+        // The watch shows what each applied, while each is in flight.
+        q.add_own("l1", Changed);
+        q.add_own("c1", Changed);
+        q.done(&"l1");
+        q.done(&"c1");
+        let order = [take(&q).await.key, take(&q).await.key, take(&q).await.key];
+        assert_eq!(order, ["c1", "l2", "l1"]);
+        order.iter().for_each(|key| q.done(key));
+        // Not in flight, it is a change; a real change of a key in flight still is one.
+        q.add_low("l3", Added);
+        q.add_low("l4", Added);
+        q.add_own("l4", Changed);
+        assert_eq!(take(&q).await.key, "l4");
+        q.done(&"l4");
+        assert_eq!(take(&q).await.key, "l3");
+        q.add_low("l5", Added);
+        q.add_own("l3", Changed);
+        q.add("l3", Changed);
+        q.done(&"l3");
+        assert_eq!(take(&q).await.key, "l3");
     }
 
     #[tokio::test(start_paused = true)]
