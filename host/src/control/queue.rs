@@ -100,9 +100,13 @@ struct Counts {
 impl Lanes {
     /// Lanes for a host of `cpus` CPUs (one at least).
     pub fn new(cpus: usize) -> Arc<Self> {
+        let cpus = cpus.max(1);
         Arc::new(Self {
-            cpus: cpus.max(1),
-            counts: Mutex::default(),
+            cpus,
+            counts: Mutex::new(Counts {
+                ramp: cpus,
+                ..Counts::default()
+            }),
             freed: Notify::new(),
             next_queue: AtomicU64::new(0),
         })
@@ -121,9 +125,6 @@ impl Lanes {
     /// `queue`'s turn; else puts `queue` in line for the room, if it is not yet.
     fn admit_low(&self, queue: u64) -> bool {
         let mut counts = self.counts();
-        if counts.backlog == 0 {
-            counts.ramp = self.cpus;
-        }
         let room = if counts.urgent > 0 {
             self.cpus.saturating_sub(counts.urgent).max(1)
         } else {
@@ -147,6 +148,15 @@ impl Lanes {
             self.freed.notify_waiters();
         }
         true
+    }
+
+    /// Notes that a queue's low lane, empty, has a key ready: with no low-lane key in flight, a
+    /// backlog starts from idle, so it starts slow again.
+    fn backlog_arrives(&self) {
+        let mut counts = self.counts();
+        if counts.backlog == 0 {
+            counts.ramp = self.cpus;
+        }
     }
 
     /// Takes `queue` out of line: none of its workers waits for room any more.
@@ -265,6 +275,9 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
             return;
         }
         if !processing {
+            if low && self.ready == self.ready_front {
+                self.lanes.backlog_arrives();
+            }
             self.lane(low).push_back(key.clone());
             self.ready += 1;
             self.ready_front += usize::from(!low);
@@ -605,6 +618,9 @@ where
                 st.running_front -= 1;
             }
             if let Some(low) = st.dirty.get(key).map(|d| d.low) {
+                if low && st.ready == st.ready_front {
+                    st.lanes.backlog_arrives();
+                }
                 st.lane(low).push_back(key.clone());
                 st.ready += 1;
                 st.ready_front += usize::from(!low);
@@ -923,6 +939,30 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_backlog_ramps_up_on_one_cpu_and_starts_slow_again_after_idle() {
+        let q = Arc::new(WorkQueue::new(QueueConfig::default(), Lanes::new(1)));
+        for key in ["l1", "l2", "l3", "l4", "l5", "l6"] {
+            q.add_low(key, Added);
+        }
+        assert_eq!(take(&q).await.key, "l1");
+        assert_idle(&q).await;
+        // Each key that ends lets one more in, though none is left in flight between.
+        q.done(&"l1");
+        assert_eq!([take(&q).await.key, take(&q).await.key], ["l2", "l3"]);
+        assert_idle(&q).await;
+        q.done(&"l2");
+        q.done(&"l3");
+        let more = [take(&q).await.key, take(&q).await.key, take(&q).await.key];
+        assert_eq!(more, ["l4", "l5", "l6"]);
+        more.iter().for_each(|key| q.done(key));
+        // Idle, then a new backlog: one at a time again.
+        q.add_low("l7", Added);
+        q.add_low("l8", Added);
+        assert_eq!(take(&q).await.key, "l7");
+        assert_idle(&q).await;
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn retries_and_requeues_keep_the_lane_their_key_was_handed_out_from() {
         let q = queue();
         q.add_low("l1", Added);
@@ -1079,15 +1119,18 @@ mod tests {
         b.done(&"b1");
         assert_eq!([take(&a).await.key, take(&a).await.key], ["a3", "a4"]);
         assert_idle(&a).await;
-        // Idle again, the low lanes start over from as many keys as CPUs.
+        // Every key done but one still waiting: the backlog goes on, no slower.
         for key in ["a2", "a3", "a4"] {
             a.done(&key);
         }
         b.done(&"b2");
-        for key in ["a6", "a7"] {
+        assert_eq!(take(&a).await.key, "a5");
+        a.done(&"a5");
+        // Idle, the low lanes start over from as many keys as CPUs.
+        for key in ["a6", "a7", "a8"] {
             a.add_low(key, Added);
         }
-        assert_eq!([take(&a).await.key, take(&a).await.key], ["a5", "a6"]);
+        assert_eq!([take(&a).await.key, take(&a).await.key], ["a6", "a7"]);
         assert_idle(&a).await;
     }
 
