@@ -468,33 +468,26 @@ pub struct Change {
 }
 
 impl Change {
-    /// Whether `manager`'s server-side apply made this change: the object is new with fields
-    /// applied by it, or the fields it applied, as the API server records them, are other than
-    /// before. A change by anyone else leaves them as they were. Where the host only knows the
-    /// digest of what it sent before, the change is not taken for the manager's.
+    /// Whether `manager`'s server-side apply made this change: the object now holds fields
+    /// applied by it, to itself or to a subresource, where it held none. Only the manager's own
+    /// apply adds such an entry; another writer's change, even one that takes fields from it,
+    /// does not. Other applies of the manager (new fields, new values) are not recognised.
     pub fn applied_by(&self, manager: &str) -> bool {
-        fn by<'a>(
-            object: &'a CachedObject,
-            manager: &'a str,
-        ) -> impl Iterator<Item = &'a Applied> + 'a {
-            object
-                .applied()
-                .iter()
-                .filter(move |applied| &*applied.manager == manager)
-        }
         let Some(new) = &self.new else {
             return false;
         };
-        by(new, manager).any(|applied| {
-            let before = self.old.as_deref().and_then(|old| {
-                by(old, manager).find(|was| was.subresource == applied.subresource)
-            });
-            match (before.map(|was| &was.fields), &applied.fields) {
-                (None, _) => true,
-                (Some(AppliedFields::Recorded(was)), AppliedFields::Recorded(now)) => was != now,
-                _ => false,
-            }
-        })
+        let entries = |object: &CachedObject| {
+            object
+                .applied()
+                .iter()
+                .filter(|applied| &*applied.manager == manager)
+                .map(|applied| applied.subresource.clone())
+                .collect::<Vec<_>>()
+        };
+        let before = self.old.as_deref().map(entries).unwrap_or_default();
+        entries(new)
+            .iter()
+            .any(|subresource| !before.contains(subresource))
     }
 }
 
@@ -1013,7 +1006,7 @@ mod tests {
     }
 
     #[test]
-    fn a_change_is_a_managers_when_its_apply_set_other_fields() {
+    fn a_change_is_a_managers_when_its_apply_added_its_fields() {
         let ours = "kubewasm-copy";
         let change = |old: Option<Arc<CachedObject>>, new: Option<Arc<CachedObject>>| Change {
             old,
@@ -1024,19 +1017,28 @@ mod tests {
         assert!(change(None, Some(created.clone())).applied_by(ours));
         assert!(!change(None, Some(created.clone())).applied_by("kubewasm-other"));
         let by_hand = managed("1", &[("kubectl", "Update", "f:data")]);
-        assert!(!change(None, Some(by_hand)).applied_by(ours));
-        // Its apply took other fields; someone else changed a value it set, or anything else.
-        let widened = managed("2", &[(ours, "Apply", "f:metadata")]);
-        assert!(change(Some(created.clone()), Some(widened)).applied_by(ours));
+        assert!(!change(None, Some(by_hand.clone())).applied_by(ours));
+        // Its first apply to an object someone else made.
+        let adopted = managed(
+            "2",
+            &[("kubectl", "Update", "f:x"), (ours, "Apply", "f:data")],
+        );
+        assert!(change(Some(by_hand), Some(adopted)).applied_by(ours));
+        // Someone else took one of its fields, or changed anything else: not its change.
+        let taken = managed(
+            "3",
+            &[
+                (ours, "Apply", "f:metadata"),
+                ("kubectl", "Update", "f:data"),
+            ],
+        );
+        assert!(!change(Some(created.clone()), Some(taken)).applied_by(ours));
         let edited = managed(
             "3",
             &[(ours, "Apply", "f:data"), ("kubectl", "Update", "f:x")],
         );
         assert!(!change(Some(created.clone()), Some(edited)).applied_by(ours));
-        assert!(!change(Some(created.clone()), None).applied_by(ours));
-        // What the host sent is known by digest only: not taken for the manager's change.
-        let sent = Arc::new((*created).clone().sent(ours, None, IntentDigest::default()));
-        assert!(!change(Some(sent), Some(created)).applied_by(ours));
+        assert!(!change(Some(created), None).applied_by(ours));
     }
 
     fn key(namespace: &str, name: &str) -> ObjectKey {
