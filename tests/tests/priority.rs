@@ -95,21 +95,7 @@ async fn a_backlog_whose_reconciles_apply_children_reaches_every_worker() -> Res
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
     let workers = workers()?;
     let listed = 4 * workers;
-    futures::stream::iter(0..listed)
-        .map(|i| {
-            let config_maps = config_maps.clone();
-            async move {
-                let name = format!("listed-{i}");
-                let source = ledger_source(&name, "listed", Some(300));
-                config_maps
-                    .patch(&name, &PatchParams::apply("tests"), &Patch::Apply(&source))
-                    .await?;
-                anyhow::Ok(())
-            }
-        })
-        .buffer_unordered(16)
-        .try_collect::<()>()
-        .await?;
+    list_sources(&config_maps, listed, Some(300)).await?;
     let config = format!(
         "{}    maxConcurrency: {workers}\n    limits:\n      logLinesPerSecond: 100000\n",
         module_config("ledger", ns.name())
@@ -157,6 +143,27 @@ fn ledger_source(name: &str, value: &str, hold_ms: Option<u64>) -> serde_json::V
         "metadata": { "name": name, "labels": { "kubewasm.dev/fixture": "ledger" } },
         "data": data,
     })
+}
+
+/// Applies the ledger sources `listed-0` to `listed-<listed - 1>` with the value `listed`, whose
+/// reconciles last `hold_ms`.
+async fn list_sources(
+    config_maps: &Api<ConfigMap>,
+    listed: usize,
+    hold_ms: Option<u64>,
+) -> Result<()> {
+    futures::stream::iter(0..listed)
+        .map(|i| async move {
+            let name = format!("listed-{i}");
+            let source = ledger_source(&name, "listed", hold_ms);
+            config_maps
+                .patch(&name, &PatchParams::apply("tests"), &Patch::Apply(&source))
+                .await?;
+            anyhow::Ok(())
+        })
+        .buffer_unordered(16)
+        .try_collect::<()>()
+        .await
 }
 
 /// How many sources of `config_maps` have their child holding `value`.
@@ -231,18 +238,7 @@ async fn takeover(listed: usize, hold_ms: Option<u64>, at: ChangeAt) -> Result<T
     let apis =
         [first.name(), second.name()].map(|ns| Api::<ConfigMap>::namespaced(client.clone(), ns));
     for config_maps in &apis {
-        futures::stream::iter(0..listed)
-            .map(|i| async move {
-                let name = format!("listed-{i}");
-                let source = ledger_source(&name, "listed", hold_ms);
-                config_maps
-                    .patch(&name, &PatchParams::apply("tests"), &Patch::Apply(&source))
-                    .await?;
-                anyhow::Ok(())
-            })
-            .buffer_unordered(16)
-            .try_collect::<()>()
-            .await?;
+        list_sources(config_maps, listed, hold_ms).await?;
     }
     let [standby_port] = free_ports()?;
     let standby_address = format!("127.0.0.1:{standby_port}");

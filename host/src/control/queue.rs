@@ -275,15 +275,26 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
             return;
         }
         if !processing {
-            if low && self.ready == self.ready_front {
-                self.lanes.backlog_arrives();
-            }
-            self.lane(low).push_back(key.clone());
-            self.ready += 1;
-            self.ready_front += usize::from(!low);
-            self.wake_one += 1;
+            self.make_ready(key.clone(), low);
         }
         self.dirty.insert(key, Dirty { reason, since, low });
+    }
+
+    /// Puts a dirty key not in flight in its lane; a key made ready in an empty low lane may
+    /// start a backlog (see [`Lanes::backlog_arrives`]).
+    fn make_ready(&mut self, key: K, low: bool) {
+        if low && self.ready == self.ready_front {
+            self.lanes.backlog_arrives();
+        }
+        self.lane(low).push_back(key);
+        self.ready += 1;
+        self.ready_front += usize::from(!low);
+        self.wake_one += 1;
+    }
+
+    /// Whether `key` is in flight, handed out from the low lane.
+    fn in_flight_low(&self, key: &K) -> bool {
+        self.processing.get(key).is_some_and(|key| key.low)
     }
 
     fn lane(&mut self, low: bool) -> &mut VecDeque<K> {
@@ -291,7 +302,7 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
     }
 
     fn add_after(&mut self, key: K, reason: R, now: Instant, delay: Duration) {
-        let mut low = self.processing.get(&key).is_some_and(|key| key.low);
+        let mut low = self.in_flight_low(&key);
         if self.shut_down || delay.is_zero() {
             return self.add(key, reason, now, low);
         }
@@ -498,7 +509,7 @@ where
     /// reconcile does not make its next round a change; else as [`add`](Self::add).
     pub fn add_own(&self, key: K, reason: R) {
         self.with_state(|st, now| {
-            let low = st.processing.get(&key).is_some_and(|key| key.low);
+            let low = st.in_flight_low(&key);
             st.add(key, reason, now, low);
         });
     }
@@ -618,13 +629,7 @@ where
                 st.running_front -= 1;
             }
             if let Some(low) = st.dirty.get(key).map(|d| d.low) {
-                if low && st.ready == st.ready_front {
-                    st.lanes.backlog_arrives();
-                }
-                st.lane(low).push_back(key.clone());
-                st.ready += 1;
-                st.ready_front += usize::from(!low);
-                st.wake_one += 1;
+                st.make_ready(key.clone(), low);
             }
             Some(now.saturating_duration_since(handed_out.since))
         });
