@@ -350,7 +350,7 @@ impl Harness {
             Entry::Reconcile,
             request,
         );
-        let result = self.tokio.block_on(call);
+        let (result, _) = self.tokio.block_on(call);
         let hex = to_hex(program);
         assert_eq!(
             result,

@@ -216,7 +216,7 @@ impl Bench {
     async fn host(&self) -> Duration {
         let (scope, request) = (self.scope.clone(), self.request.clone());
         let start = Instant::now();
-        let outcome = dispatch::call(
+        let (outcome, _) = dispatch::call(
             &self.runtime,
             &self.module,
             &self.env,

@@ -179,7 +179,7 @@ async fn measure(language: &str, wasm: PathBuf) -> Row {
     let call = async || {
         let request = resync_request(&backend, &scope);
         let start = Instant::now();
-        let outcome = dispatch::call(
+        let (outcome, _) = dispatch::call(
             &runtime,
             &module,
             &env,

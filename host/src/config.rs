@@ -129,6 +129,10 @@ pub enum ConfigError {
         /// What is wrong, quoting the bad value.
         message: String,
     },
+    /// A confined WasmController's spec sets values past the host's maxima: each field, its
+    /// value and its bound.
+    #[error("{0}")]
+    OverMaximum(String),
 }
 
 /// Per-key exponential backoff of every controller's workqueue after a failed reconcile.
@@ -158,6 +162,7 @@ impl Default for QueueConfig {
 }
 
 pub mod controller;
+pub mod maxima;
 
 use controller::ControllersConfig;
 
@@ -309,6 +314,9 @@ pub struct ModuleConfig {
     /// Whether it is confined to `namespaces`, as a WasmController outside the cluster-wide
     /// namespaces is: its watches of every namespace are narrowed to them.
     pub confined: bool,
+    /// For a confined WasmController: the host's maxima, which also bound what its module
+    /// declares (its concurrency, its resync period).
+    pub maxima: Option<maxima::Maxima>,
 }
 
 /// A rule of `cache.drop`: fields removed from every object of the matching kinds.
@@ -363,6 +371,9 @@ pub struct Limits {
     pub map_keys: u32,
     /// Guest output lines per second forwarded to the host's log; at least 1.
     pub log_lines_per_second: u32,
+    /// Instances of the guest alive at once, its share of the host's pool: the whole pool
+    /// (`u32::MAX`) but for a confined WasmController (see [`maxima`]).
+    pub instances: u32,
 }
 
 impl Default for Limits {
@@ -377,6 +388,7 @@ impl Default for Limits {
             error_bytes: DEFAULT_ERROR_BYTES,
             map_keys: DEFAULT_MAP_KEYS,
             log_lines_per_second: DEFAULT_LOG_LINES_PER_SECOND,
+            instances: u32::MAX,
         }
     }
 }
@@ -478,6 +490,23 @@ impl Grant {
 }
 
 impl ModuleConfig {
+    /// A module from `source` with every setting at its default.
+    pub fn from_source(source: Source) -> Self {
+        Self {
+            source,
+            name: None,
+            max_concurrency: None,
+            resync_seconds: None,
+            namespaces: Vec::new(),
+            limits: Limits::default(),
+            grants: None,
+            queue: None,
+            drops: Vec::new(),
+            confined: false,
+            maxima: None,
+        }
+    }
+
     /// The module's file, when it is one.
     pub fn file(&self) -> Option<&Path> {
         match &self.source {
@@ -534,6 +563,8 @@ struct RawControllers {
     #[serde(default)]
     allow_paths: bool,
     registries: Option<RawRegistries>,
+    maxima: Option<maxima::RawMaxima>,
+    access_review_interval: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -699,6 +730,7 @@ fn validate_controllers(raw: Option<RawControllers>) -> Result<ControllersConfig
     let Some(raw) = raw else {
         return Ok(ControllersConfig {
             max_module_bytes: DEFAULT_MAX_MODULE_BYTES,
+            review_interval: Some(controller::DEFAULT_REVIEW_INTERVAL),
             ..ControllersConfig::default()
         });
     };
@@ -721,6 +753,15 @@ fn validate_controllers(raw: Option<RawControllers>) -> Result<ControllersConfig
         allow_paths: raw.allow_paths,
         insecure_registries: registries.insecure,
         max_module_bytes,
+        maxima: raw.maxima.unwrap_or_default().validate()?,
+        review_interval: match raw.access_review_interval {
+            None => Some(controller::DEFAULT_REVIEW_INTERVAL),
+            Some(text) => Some(
+                parse_duration(&text)
+                    .map_err(|e| invalid("controllers.accessReviewInterval", e))?,
+            )
+            .filter(|d| !d.is_zero()),
+        },
     })
 }
 
@@ -896,6 +937,7 @@ fn validate_overrides(
         queue,
         drops,
         confined: false,
+        maxima: None,
     })
 }
 
@@ -999,6 +1041,7 @@ fn validate_limits(raw: RawLimits, at: &str) -> Result<Limits, ConfigError> {
             DEFAULT_LOG_LINES_PER_SECOND,
             "logLinesPerSecond",
         )?,
+        instances: u32::MAX,
     })
 }
 
@@ -1453,6 +1496,7 @@ queue:
                     error_bytes: 2048,
                     map_keys: 50,
                     log_lines_per_second: 7,
+                    instances: u32::MAX,
                 },
                 grants: Some(vec![
                     Grant {
@@ -1508,6 +1552,7 @@ queue:
                     },
                 ],
                 confined: false,
+                maxima: None,
             }
         );
         assert_eq!(
@@ -1534,6 +1579,7 @@ queue:
             Config {
                 controllers: ControllersConfig {
                     max_module_bytes: DEFAULT_MAX_MODULE_BYTES,
+                    review_interval: Some(controller::DEFAULT_REVIEW_INTERVAL),
                     ..ControllersConfig::default()
                 },
                 modules: vec![ModuleConfig {
@@ -1551,11 +1597,13 @@ queue:
                         error_bytes: 32 * 1024,
                         map_keys: 10_000,
                         log_lines_per_second: 100,
+                        instances: u32::MAX,
                     },
                     grants: None,
                     queue: None,
                     drops: vec![],
                     confined: false,
+                    maxima: None,
                 }],
                 manager: ManagerConfig::default(),
                 queue: QueueConfig {

@@ -16,6 +16,8 @@ pub mod podset;
 pub mod prometheus;
 pub mod registry;
 pub mod relay;
+pub mod rogue;
+pub mod wasmctl;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -568,6 +570,17 @@ impl HostProcess {
     /// The host's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The highest resident set size of the process so far, in bytes (`VmHWM`).
+    pub fn peak_rss(&self) -> Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .context("VmHWM in /proc/PID/status")?;
+        Ok(kib * 1024)
     }
 
     /// Sends `signal` (such as `STOP` or `CONT`) to the process.

@@ -47,6 +47,53 @@ pub fn push(module: &Path, reference: &str) -> anyhow::Result<String> {
     Ok(String::from_utf8(output.stdout)?.trim().to_owned())
 }
 
+/// Pushes `module` as `reference` with `kubewasm push` as `user` with `password`; returns the
+/// pinned reference.
+pub fn push_as(
+    module: &Path,
+    reference: &str,
+    user: &str,
+    password: &str,
+) -> anyhow::Result<String> {
+    use std::io::Write as _;
+    let mut child = Command::new(host_binary())
+        .arg("push")
+        .arg(module)
+        .arg(reference)
+        .args(["--username", user])
+        .env("DOCKER_CONFIG", "/nonexistent")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(format!("{password}\n").as_bytes())?;
+    let output = child.wait_with_output()?;
+    anyhow::ensure!(
+        output.status.success(),
+        "push: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8(output.stdout)?.trim().to_owned())
+}
+
+/// A `kubernetes.io/dockerconfigjson` Secret `name` holding `user` and `password` for the
+/// registry at `address`.
+pub fn pull_secret(name: &str, address: &str, user: &str, password: &str) -> serde_json::Value {
+    let auth = basic_authorization(user, password);
+    let auth = auth.trim_start_matches("Basic ");
+    let config = serde_json::json!({ "auths": { address: { "auth": auth } } });
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": { "name": name },
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": { ".dockerconfigjson": config.to_string() },
+    })
+}
+
 /// The value of an `Authorization` header carrying `user` and `password` as basic credentials.
 pub fn basic_authorization(user: &str, password: &str) -> String {
     // Kubernetes encodes bytes as base64: ByteString serializes to exactly that string.

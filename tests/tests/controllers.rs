@@ -6,37 +6,32 @@ use std::sync::Mutex;
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kubewasm_tests::podset::{self, install};
 use kubewasm_tests::registry::{self, Registry, push, push_raw, sha256_hex};
+use kubewasm_tests::wasmctl::{
+    condition, crd_applied, digest_of, event_reasons, is, mirrored_by, names, sources,
+    until_condition, wasm_controller, watching,
+};
 use kubewasm_tests::{
-    HostProcess, Language, TestNamespace, WAIT, apply_yaml, apply_yaml_text, control_plane,
-    eventually, example_wasm, free_ports, guest_wasm, guest_wasm_with, host_binary, http_get,
-    repo_root, service_account_token, token_kubeconfig, wasm_controllers, with_host_args,
-    with_started_host,
+    HostProcess, Language, TestNamespace, WAIT, apply_yaml_text, control_plane, eventually,
+    example_wasm, free_ports, guest_wasm, guest_wasm_with, host_binary, http_get,
+    service_account_token, token_kubeconfig, wasm_controllers, with_host_args, with_started_host,
 };
 use serde_json::{Value, json};
 
 /// The host configuration: no module files, the WasmControllers of `namespace` watched (so that
 /// hosts of tests side by side leave each other's alone), every one confined to its namespace.
 fn config(namespace: &str) -> String {
-    format!("controllers:\n  watch: true\n  namespaces: [{namespace}]\n")
+    watching(&[namespace])
 }
 
 /// A client of the control plane, where the WasmController CRD is applied, and a namespace of
 /// the test's own, named after `prefix`.
 async fn cluster(prefix: &str) -> Result<(Client, TestNamespace)> {
-    let plane = control_plane();
-    let client = plane.client().await?;
-    apply_yaml(
-        &client,
-        &repo_root().join("deploy/crds/wasmcontrollers.yaml"),
-        None,
-    )
-    .await?;
-    Ok((client, plane.namespace(prefix).await?))
+    let client = crd_applied().await?;
+    Ok((client, control_plane().namespace(prefix).await?))
 }
 
 /// The informers the host at `metrics` runs, as `kind namespace` (namespace empty: every one).
@@ -57,18 +52,6 @@ async fn informers(metrics: &str) -> Result<Vec<String>> {
             format!("{} {}", label("kind"), label("namespace"))
         })
         .collect())
-}
-
-/// The condition `kind` of a WasmController's status, once its observed generation is current.
-fn condition(object: &DynamicObject, kind: &str) -> Option<Value> {
-    let status = object.data.get("status")?;
-    let generation = object.metadata.generation?;
-    (status["observedGeneration"] == json!(generation)).then_some(())?;
-    status["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == kind)
-        .cloned()
 }
 
 #[tokio::test]
@@ -190,7 +173,9 @@ async fn a_controller_needing_more_than_the_hosts_rbac_is_refused_until_the_host
     let kubeconfig = dir.path().join("kubeconfig");
     token_kubeconfig(&kubeconfig, &token)?;
 
-    let host = HostProcess::start_via("controllers-rbac", &config(ns.name()), &kubeconfig, &[])?;
+    // The host's access is reviewed again every 2 seconds.
+    let reviewed = format!("{}  accessReviewInterval: 2s\n", config(ns.name()));
+    let host = HostProcess::start_via("controllers-rbac", &reviewed, &kubeconfig, &[])?;
     with_started_host(host, async |host| {
         let api = wasm_controllers(&client, ns.name());
         let object: DynamicObject = serde_json::from_value(json!({
@@ -244,96 +229,19 @@ async fn a_controller_needing_more_than_the_hosts_rbac_is_refused_until_the_host
         .await?;
         let seen = Mutex::new(HashSet::new());
         podset::converged(&podsets, &pods, &[uid], 2, &seen).await?;
+
+        // The grant taken back: the controller stops at the next review, and says why.
+        let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+            Api::namespaced(client.clone(), ns.name());
+        bindings
+            .delete("host-writes", &DeleteParams::default())
+            .await?;
+        let stopped = until_condition(&api, "podset", "Ready", |c| c["status"] == "False").await?;
+        let ready = condition(&stopped, "Ready").unwrap_or_default();
+        ensure!(ready["reason"] == "NotPermitted", "{ready}");
         Ok(())
     })
     .await
-}
-
-/// A WasmController `name` with `spec`.
-fn wasm_controller(name: &str, spec: Value) -> Result<DynamicObject> {
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "kubewasm.dev/v1alpha1", "kind": "WasmController",
-        "metadata": { "name": name },
-        "spec": spec,
-    }))?)
-}
-
-/// Waits until the condition `kind` of the WasmController `name` is current and `wanted`.
-async fn until_condition(
-    api: &Api<DynamicObject>,
-    name: &str,
-    kind: &str,
-    wanted: impl Fn(&Value) -> bool,
-) -> Result<DynamicObject> {
-    eventually(&format!("{name}'s {kind} condition"), WAIT, || async {
-        let object = api.get(name).await?;
-        Ok(condition(&object, kind)
-            .filter(|c| wanted(c))
-            .map(|_| object))
-    })
-    .await
-}
-
-/// Whether `c` has `status` and `reason`.
-fn is(status: &'static str, reason: &'static str) -> impl Fn(&Value) -> bool {
-    move |c| c["status"] == status && c["reason"] == reason
-}
-
-/// Sources for the mirror fixture.
-async fn sources(config_maps: &Api<ConfigMap>, names: &[String]) -> Result<()> {
-    for name in names {
-        let source: ConfigMap = serde_json::from_value(json!({
-            "metadata": { "name": name, "labels": { "kubewasm.dev/fixture": "mirror" } },
-            "data": { "value": name },
-        }))?;
-        config_maps.create(&PostParams::default(), &source).await?;
-    }
-    Ok(())
-}
-
-/// Waits until each source in `names` has its mirror written by the `version` build.
-async fn mirrored_by(config_maps: &Api<ConfigMap>, names: &[String], version: &str) -> Result<()> {
-    eventually(
-        &format!("{names:?} mirrored by {version}"),
-        WAIT,
-        || async {
-            for name in names {
-                let mirror = config_maps.get_opt(&format!("{name}-mirror")).await?;
-                let data = mirror.and_then(|m| m.data).unwrap_or_default();
-                if data.get("version").map(String::as_str) != Some(version) {
-                    return Ok(None);
-                }
-            }
-            Ok(Some(()))
-        },
-    )
-    .await
-}
-
-/// The reasons of the Events on the WasmController `name`.
-async fn event_reasons(client: &Client, namespace: &str, name: &str) -> Result<Vec<String>> {
-    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-    Ok(events
-        .list(&Default::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .filter_map(|e| e.reason)
-        .collect())
-}
-
-fn names(prefix: &str, range: std::ops::Range<usize>) -> Vec<String> {
-    range.map(|i| format!("{prefix}-{i}")).collect()
-}
-
-/// The manifest digest a pinned reference names.
-fn digest_of(pinned: &str) -> Result<String> {
-    Ok(pinned
-        .split_once('@')
-        .context("a pinned reference")?
-        .1
-        .to_owned())
 }
 
 #[tokio::test]

@@ -245,7 +245,7 @@ pub async fn call(
         limits.host_call_timeout,
         Permissions::new(None),
     ));
-    let result = dispatch::call(runtime, module, &env, limits, scope, entry, request).await;
+    let (result, _) = dispatch::call(runtime, module, &env, limits, scope, entry, request).await;
     Ok(Rendered {
         writes: backend.take_writes(),
         logs: backend.take_logs(),

@@ -80,7 +80,7 @@ impl ModuleSource {
                 let store =
                     ModuleStore::default_dir().map_or_else(ModuleStore::none, ModuleStore::new);
                 let registries = Registries::new(settings, store);
-                let artifact = registries.resolve(&reference, &auth).await?;
+                let artifact = registries.resolve(&reference, &auth, None).await?;
                 let bytes = registries.fetch(&artifact, &auth).await?;
                 Ok((artifact.pinned(), bytes))
             }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::maxima::{Maxima, Set};
 use super::{
     ConfigError, Grant, ImageSource, KeyRef, ModuleConfig, Overrides, QueueConfig, RawCache,
     RawGrant, RawLimits, RawQueue, Source, Verb, invalid, parse_duration, validate_overrides,
@@ -28,6 +29,10 @@ pub const KIND: &str = "WasmController";
 /// Their resource.
 pub const PLURAL: &str = "wasmcontrollers";
 
+/// How often the host's access is reviewed again when the configuration does not say.
+pub const DEFAULT_REVIEW_INTERVAL: Duration = Duration::from_secs(300);
+/// How many replaced revisions status keeps when the spec does not say.
+pub const DEFAULT_HISTORY_LIMIT: u32 = 10;
 /// How often a tag is resolved again when the spec does not say.
 pub const DEFAULT_POLL: Duration = Duration::from_secs(300);
 /// How often a ConfigMap, Secret or file source is read again when the spec does not say.
@@ -48,6 +53,11 @@ pub struct ControllersConfig {
     pub insecure_registries: Vec<String>,
     /// The largest module accepted, in bytes.
     pub max_module_bytes: u64,
+    /// The bounds of what a confined WasmController may set.
+    pub maxima: Maxima,
+    /// How often the host asks the API server again whether it may do what each controller
+    /// may; `None` never.
+    pub review_interval: Option<Duration>,
 }
 
 /// The automatic rollback of a new revision.
@@ -142,6 +152,7 @@ pub fn parse_spec(
         serde_json::from_value(spec.clone()).map_err(|e| invalid("spec", e.to_string()))?;
     let (source, poll) = source(raw.module, settings)?;
     let confined = !settings.cluster_namespaces.iter().any(|n| n == namespace);
+    let set = Set::of(raw.limits.as_ref(), raw.max_concurrency, raw.queue.as_ref());
     let overrides = Overrides {
         name: raw.controller_name,
         max_concurrency: raw.max_concurrency,
@@ -155,6 +166,7 @@ pub fn parse_spec(
     let mut module = validate_overrides(source, overrides, "spec", "controllerName", queue)?;
     if confined {
         confine(&mut module, namespace)?;
+        settings.maxima.enforce(&mut module, poll, &set)?;
     }
     let defaults = Rollback::default();
     let rollback = match raw.rollback {
@@ -177,7 +189,10 @@ pub fn parse_spec(
         module,
         paused: raw.paused,
         rollback,
-        history_limit: raw.revision_history_limit.unwrap_or(10).min(100),
+        history_limit: raw
+            .revision_history_limit
+            .unwrap_or(DEFAULT_HISTORY_LIMIT)
+            .min(100),
         poll,
     })
 }

@@ -34,7 +34,7 @@ use crate::config::{DropRule, Grant, QueueConfig};
 use crate::control::apply::{self, ClusterBackend};
 use crate::control::queue::WorkQueue;
 use crate::control::sharder::{self, Replica, ShardStats};
-use crate::control::tally::{Streak, Tally};
+use crate::control::tally::{Blame, Streak, Tally};
 use crate::control::trigger;
 use crate::histogram::{Histogram, RECONCILE_TIME_BUCKETS};
 use crate::wasm::backend::{Backend, CallError, Scope};
@@ -299,13 +299,16 @@ impl Controller {
                 (s.label.clone(), s.member.clone(), primary)
             }),
         ));
-        let env = Arc::new(GuestEnv::new(
-            &settings.name,
-            module.metadata.declared(),
-            backend.clone(),
-            settings.limits.host_call_timeout,
-            Permissions::new(settings.grants.clone()),
-        ));
+        let env = Arc::new(
+            GuestEnv::new(
+                &settings.name,
+                module.metadata.declared(),
+                backend.clone(),
+                settings.limits.host_call_timeout,
+                Permissions::new(settings.grants.clone()),
+            )
+            .with_instances(settings.limits.instances),
+        );
         let maps_keys = watched.iter().any(|(_, m)| *m == Mapping::Guest);
         let queue_config = settings.queue;
         let controller = Arc::new(Self {
@@ -622,6 +625,7 @@ impl Controller {
         let module = self.module();
         let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let counters = &self.counters;
+        let (module_failures, module_failing) = counters.streak.module_failures(|| self.held());
         Tally {
             loaded_at: module.loaded_at,
             digest: module.digest.clone(),
@@ -635,6 +639,8 @@ impl Controller {
             output_dropped: self.env.output.dropped(),
             consecutive_failures: counters.streak.failures(),
             failing: counters.streak.is_failing(),
+            module_failures,
+            module_failing,
             last_error: counters.streak.last_error(),
         }
     }
@@ -830,7 +836,7 @@ impl Controller {
             uid: object.as_ref().and_then(|o| o.uid().map(str::to_owned)),
             deleting: object.as_ref().is_some_and(|o| o.deleting()),
         };
-        let result = dispatch::call(
+        let (result, blame) = dispatch::call(
             &self.runtime,
             &module,
             &self.env,
@@ -874,7 +880,7 @@ impl Controller {
                 self.counters.failed.fetch_add(1, Ordering::Relaxed);
                 self.counters
                     .streak
-                    .failed(&self.settings.name, key, &message, || self.held());
+                    .failed(&self.settings.name, key, (&message, blame), || self.held());
                 tracing::error!(guest = %self.settings.name, %key, %message, "reconcile failed permanently; waiting for a change");
                 self.queue.forget(key);
                 self.settled(key);
@@ -901,7 +907,7 @@ impl Controller {
             }
             Err(failure) => {
                 self.count(&failure);
-                self.retry(key, &failure.to_string());
+                self.retry_blaming(key, &failure.to_string(), blame);
             }
         }
     }
@@ -1005,13 +1011,20 @@ impl Controller {
         }
     }
 
+    /// Retries `key` with backoff after a write the host made for it failed: the cluster's
+    /// failure.
     fn retry(&self, key: &ObjectKey, message: &str) {
+        self.retry_blaming(key, message, Blame::Cluster);
+    }
+
+    /// Retries `key` with backoff after a failure that is `blame`'s.
+    fn retry_blaming(&self, key: &ObjectKey, message: &str, blame: Blame) {
         self.counters.failed.fetch_add(1, Ordering::Relaxed);
         let delay = self.queue.add_rate_limited(key.clone(), Reason::Requeue);
         tracing::warn!(guest = %self.settings.name, %key, retry_in = ?delay, "reconcile failed: {message}");
         self.counters
             .streak
-            .failed(&self.settings.name, key, message, || self.held());
+            .failed(&self.settings.name, key, (message, blame), || self.held());
     }
 
     /// Whether the guest has a finalizer, or retired one, to keep on its objects.

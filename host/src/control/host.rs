@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use kube::Client;
+use kube::api::GroupVersionKind;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -101,9 +102,30 @@ pub enum HostError {
         #[source]
         source: kube::Error,
     },
+    /// A controller confined to its namespace declares cluster-scoped kinds, which no
+    /// namespace holds.
+    #[error(
+        "{origin}: a WasmController confined to its namespace may not declare the cluster-scoped \
+         {}",
+        kinds.join(", ")
+    )]
+    ClusterScoped {
+        /// Where the module comes from.
+        origin: String,
+        /// The kinds, as `group/version Kind`.
+        kinds: Vec<String>,
+    },
     /// Two modules declare the same controller name.
-    #[error("two modules are named {0:?}; set `name` in the configuration to tell them apart")]
-    DuplicateName(String),
+    #[error(
+        "the controller name {name:?} is taken by {holder}; set `name` (a WasmController's \
+         `controllerName`) to tell them apart"
+    )]
+    DuplicateName {
+        /// The name.
+        name: String,
+        /// Who holds it: a module file or a WasmController.
+        holder: String,
+    },
     /// The module directories could not be watched.
     #[error("watching module files: {0}")]
     Watch(#[source] notify::Error),
@@ -122,7 +144,8 @@ impl HostError {
             Self::NotPermitted { .. } => "NotPermitted",
             Self::AccessReview(_) => "AccessReviewFailed",
             Self::Unresolved { .. } => "KindUnresolved",
-            Self::DuplicateName(_) => "DuplicateName",
+            Self::ClusterScoped { .. } => "ClusterScopedKind",
+            Self::DuplicateName { .. } => "DuplicateName",
             Self::Watch(_) => "WatchFailed",
         }
     }
@@ -140,6 +163,15 @@ pub enum GuestKey {
         /// Its name.
         name: String,
     },
+}
+
+impl std::fmt::Display for GuestKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(path) => write!(f, "the module file {}", path.display()),
+            Self::Object { namespace, name } => write!(f, "WasmController {namespace}/{name}"),
+        }
+    }
 }
 
 impl From<&ObjectKey> for GuestKey {
@@ -183,8 +215,19 @@ struct Shared {
     /// Running guests by key; a guest whose file or object is gone has no entry. Locked only
     /// briefly, never across an await.
     guests: Mutex<BTreeMap<GuestKey, Arc<Controller>>>,
-    /// Held for a whole rescan, so reloads never interleave.
+    /// Held for a whole rescan of the module files, so rescans never interleave.
     rescanning: tokio::sync::Mutex<()>,
+    /// One load, swap or unload at a time per guest, and none waits for another guest's: a
+    /// guest that drains slowly holds up only its own next load.
+    loading: Mutex<BTreeMap<GuestKey, Arc<tokio::sync::Mutex<()>>>>,
+    /// Which guest holds each controller name. An object's guest claims a name held by the
+    /// guest of a younger object (a file's module is older than every object).
+    names: Mutex<BTreeMap<String, GuestKey>>,
+    /// When each object whose guest runs or loads was created, as its claim to its name.
+    created: Mutex<BTreeMap<GuestKey, String>>,
+    /// What the API server must allow the host for each object's guest, reviewed again from
+    /// time to time.
+    needs: Mutex<BTreeMap<GuestKey, Vec<Requirement>>>,
     tasks: TaskTracker,
     counters: LoadCounters,
     /// Set, under the guest table's lock, once shutdown has begun; no guest is started after it.
@@ -220,6 +263,10 @@ impl Host {
             modules: config.modules.clone(),
             guests: Mutex::default(),
             rescanning: tokio::sync::Mutex::default(),
+            loading: Mutex::default(),
+            names: Mutex::default(),
+            created: Mutex::default(),
+            needs: Mutex::default(),
             tasks: TaskTracker::new(),
             counters: LoadCounters::default(),
             stopping: AtomicBool::new(false),
@@ -233,7 +280,7 @@ impl Host {
                 .file()
                 .expect("the configuration's modules are files");
             let bytes = read(path).await?;
-            let (module, settings) = shared
+            let (module, settings, _) = shared
                 .prepare(
                     &GuestKey::File(path.to_owned()),
                     path.display().to_string(),
@@ -241,15 +288,23 @@ impl Host {
                     module_config,
                 )
                 .await?;
-            if loaded
+            if let Some((holder, _, _)) = loaded
                 .iter()
-                .any(|(_, s, _): &(GuestKey, Settings, _)| s.name == settings.name)
+                .find(|(_, s, _): &&(GuestKey, Settings, _)| s.name == settings.name)
             {
-                return Err(HostError::DuplicateName(settings.name));
+                return Err(HostError::DuplicateName {
+                    name: settings.name,
+                    holder: holder.to_string(),
+                });
             }
             loaded.push((GuestKey::File(path.to_owned()), settings, module));
         }
         for (key, settings, module) in loaded {
+            shared
+                .names
+                .lock()
+                .expect("names lock")
+                .insert(settings.name.clone(), key.clone());
             log_loaded(&settings.name, &module, "module loaded");
             shared.install(key, module, settings);
         }
@@ -455,21 +510,40 @@ impl Shared {
     }
 
     /// Loads and validates the module `bytes` from `origin`, and checks its grants; for a
-    /// controller object, also that the host's own RBAC allows all it may do.
+    /// controller object, also that the host's own RBAC allows all it may do, every write the
+    /// host makes for it included (its finalizer, and the shard labels of a sharded host).
+    /// Returns what the API server must allow it (for an object), to be reviewed again.
     async fn prepare(
         &self,
         key: &GuestKey,
         origin: String,
         bytes: Vec<u8>,
         config: &ModuleConfig,
-    ) -> Result<(Arc<Module>, Settings), HostError> {
+    ) -> Result<(Arc<Module>, Settings, Vec<Requirement>), HostError> {
         let limits = Limits::from(config.limits);
         let mut module = module::load_bytes(&self.runtime, origin, bytes, &limits).await?;
+        let cluster_scoped = match key {
+            GuestKey::Object { .. } => self.cluster_scoped(&module).await?,
+            GuestKey::File(_) => Vec::new(),
+        };
         if config.confined {
-            module = self.confine(module, &config.namespaces).await?;
+            if !cluster_scoped.is_empty() {
+                return Err(HostError::ClusterScoped {
+                    origin: module.origin.clone(),
+                    kinds: cluster_scoped.iter().map(kind_name).collect(),
+                });
+            }
+            module = confine(&module, &config.namespaces);
         }
         let settings = settings(config, &module.metadata, limits, self.queue);
-        let needed = permissions::required(&module.metadata, &settings.namespaces);
+        let sharded = self.replica.sharded.is_some();
+        let mut needed = permissions::required(&module.metadata, &settings.namespaces);
+        if sharded {
+            needed.extend(permissions::shard_labels(
+                &module.metadata,
+                &settings.namespaces,
+            ));
+        }
         let missing = Permissions::new(settings.grants.clone()).missing(&needed);
         if !missing.is_empty() {
             return Err(HostError::NotGranted {
@@ -478,56 +552,65 @@ impl Shared {
                 missing,
             });
         }
-        if let GuestKey::Object { .. } = key {
-            let needs = permissions::needs(&module.metadata, config);
-            let denied = access::denied(self.resources.client(), &needs)
-                .await
-                .map_err(HostError::AccessReview)?;
-            if !denied.is_empty() {
-                return Err(HostError::NotPermitted {
-                    guest: settings.name,
-                    origin: module.origin.clone(),
-                    denied,
-                });
-            }
+        let GuestKey::Object { .. } = key else {
+            return Ok((module, settings, Vec::new()));
+        };
+        let mut needs = permissions::needs(&module.metadata, config);
+        if sharded {
+            needs.extend(permissions::shard_labels(
+                &module.metadata,
+                &settings.namespaces,
+            ));
         }
-        Ok((module, settings))
+        let needs = permissions::cluster_wide(needs, &cluster_scoped);
+        self.permitted(&settings.name, &module.origin, &needs)
+            .await?;
+        Ok((module, settings, needs))
     }
 
-    /// `module` with each watch of a namespaced kind in every namespace narrowed to
-    /// `namespaces`. A cluster-scoped kind stays as declared, for the grants to refuse.
-    async fn confine(
+    /// Fails unless the API server allows the host's identity all of `needs`, what guest
+    /// `name` from `origin` may do.
+    async fn permitted(
         &self,
-        module: Arc<Module>,
-        namespaces: &[String],
-    ) -> Result<Arc<Module>, HostError> {
-        let mut watches = Vec::new();
-        for watch in &module.metadata.watches {
-            let kind = &watch.selection.kind;
-            let namespaced = watch.selection.namespace.is_none()
-                && self
-                    .resources
+        name: &str,
+        origin: &str,
+        needs: &[Requirement],
+    ) -> Result<(), HostError> {
+        let denied = access::denied(self.resources.client(), needs)
+            .await
+            .map_err(HostError::AccessReview)?;
+        if denied.is_empty() {
+            return Ok(());
+        }
+        Err(HostError::NotPermitted {
+            guest: name.to_owned(),
+            origin: origin.to_owned(),
+            denied,
+        })
+    }
+
+    /// The cluster-scoped kinds among those `module` declares (primary, owned, watched).
+    async fn cluster_scoped(&self, module: &Module) -> Result<Vec<GroupVersionKind>, HostError> {
+        let metadata = &module.metadata;
+        let kinds = std::iter::once(&metadata.primary.kind)
+            .chain(&metadata.owns)
+            .chain(metadata.watches.iter().map(|w| &w.selection.kind));
+        let mut scoped = Vec::new();
+        for kind in kinds {
+            let (_, namespaced) =
+                self.resources
                     .resolve(kind)
                     .await
                     .map_err(|source| HostError::Unresolved {
                         origin: module.origin.clone(),
-                        kind: format!("{} {}", kind.api_version(), kind.kind),
+                        kind: kind_name(kind),
                         source,
-                    })?
-                    .1;
-            if !namespaced {
-                watches.push(watch.clone());
-                continue;
+                    })?;
+            if !namespaced && !scoped.contains(kind) {
+                scoped.push(kind.clone());
             }
-            watches.extend(namespaces.iter().map(|namespace| {
-                let mut narrowed = watch.clone();
-                narrowed.selection.namespace = Some(namespace.clone());
-                narrowed
-            }));
         }
-        let mut confined = Module::clone(&module);
-        confined.metadata.watches = watches;
-        Ok(Arc::new(confined))
+        Ok(scoped)
     }
 
     fn start_controller(&self, module: Arc<Module>, settings: Settings) -> Arc<Controller> {
@@ -559,6 +642,8 @@ impl Shared {
             .file()
             .expect("the configuration's modules are files");
         let key = GuestKey::File(path.to_owned());
+        let lock = self.load_lock(&key);
+        let _loading = lock.lock().await;
         let current = self.guest(&key);
         let bytes = match tokio::fs::read(path).await {
             Ok(bytes) => bytes,
@@ -595,7 +680,15 @@ impl Shared {
         }
     }
 
-    /// Runs the module `bytes` from `origin` for `key` with `config`, one load at a time.
+    /// The lock that keeps the loads of `key` one at a time.
+    fn load_lock(&self, key: &GuestKey) -> Arc<tokio::sync::Mutex<()>> {
+        let mut loading = self.loading.lock().expect("loading lock");
+        loading.retain(|_, lock| Arc::strong_count(lock) > 1);
+        loading.entry(key.clone()).or_default().clone()
+    }
+
+    /// Runs the module `bytes` from `origin` for `key` with `config`, one load of `key` at a
+    /// time.
     async fn put(
         &self,
         key: GuestKey,
@@ -603,16 +696,18 @@ impl Shared {
         bytes: Vec<u8>,
         config: &ModuleConfig,
     ) -> Result<Loaded, HostError> {
-        let _loading = self.rescanning.lock().await;
+        let lock = self.load_lock(&key);
+        let _loading = lock.lock().await;
         if self.stopping.load(Ordering::SeqCst) {
             return Ok(Loaded::Stopping);
         }
         self.put_locked(key, origin, bytes, config).await
     }
 
-    /// Stops the guest of `key`, if one runs; whether one did. One load at a time.
+    /// Stops the guest of `key`, if one runs; whether one did. One load of `key` at a time.
     async fn unload(&self, key: &GuestKey) -> bool {
-        let _loading = self.rescanning.lock().await;
+        let lock = self.load_lock(key);
+        let _loading = lock.lock().await;
         self.unload_locked(key).await
     }
 
@@ -622,16 +717,67 @@ impl Shared {
         };
         controller.shut_down().await;
         self.remove(key, &controller);
+        self.release_name(key, controller.name());
         self.orphan(&controller);
         self.counters.unloaded.fetch_add(1, Ordering::Relaxed);
         tracing::info!(guest = %controller.name(), "guest unloaded");
         true
     }
 
+    /// Claims the controller name `name` for `key`. When the guest of a younger object holds
+    /// it, `key` takes it and that guest is returned, to be stopped; when an older claim holds
+    /// it, the error names its holder.
+    fn claim_name(&self, key: &GuestKey, name: &str) -> Result<Option<GuestKey>, HostError> {
+        let mut names = self.names.lock().expect("names lock");
+        let Some(holder) = names.get(name).filter(|h| *h != key).cloned() else {
+            names.insert(name.to_owned(), key.clone());
+            return Ok(None);
+        };
+        if !self.precedes(key, &holder) {
+            return Err(HostError::DuplicateName {
+                name: name.to_owned(),
+                holder: holder.to_string(),
+            });
+        }
+        names.insert(name.to_owned(), key.clone());
+        Ok(Some(holder))
+    }
+
+    /// Gives up `name`, if `key` holds it.
+    fn release_name(&self, key: &GuestKey, name: &str) {
+        let mut names = self.names.lock().expect("names lock");
+        if names.get(name) == Some(key) {
+            names.remove(name);
+        }
+    }
+
+    /// Whether `key`'s claim to a name comes before `other`'s: a file's before an object's, an
+    /// older object's before a younger one's (ties broken by namespace and name), so every
+    /// replica picks the same winner whatever order it loads them in.
+    fn precedes(&self, key: &GuestKey, other: &GuestKey) -> bool {
+        let created = self.created.lock().expect("created lock");
+        let claim = |k: &GuestKey| match k {
+            GuestKey::File(_) => None,
+            GuestKey::Object { .. } => {
+                Some((created.get(k).cloned().unwrap_or_default(), k.clone()))
+            }
+        };
+        claim(key) < claim(other)
+    }
+
+    /// Stops the guest of `key`, whose name an older claim took.
+    async fn yield_name(&self, key: &GuestKey, name: &str) {
+        let lock = self.load_lock(key);
+        let _loading = lock.lock().await;
+        if self.unload_locked(key).await {
+            tracing::warn!(guest = %name, holder = %key, "the controller name is taken by an older object's guest; this one is stopped");
+        }
+    }
+
     /// Loads the module and puts it in place of what runs for `key`: swapped in place when the
     /// declaration and settings are the same, else the old guest drained and a new one started.
-    /// A module that does not load, or whose name another guest has, leaves what runs alone.
-    /// The caller holds `rescanning`.
+    /// A module that does not load, or whose name an older claim holds, leaves what runs
+    /// alone. The caller holds `key`'s load lock.
     async fn put_locked(
         &self,
         key: GuestKey,
@@ -641,29 +787,31 @@ impl Shared {
     ) -> Result<Loaded, HostError> {
         let current = self.guest(&key);
         let started = Instant::now();
-        let prepared =
-            self.prepare(&key, origin, bytes, config)
-                .await
-                .and_then(|(module, settings)| {
-                    let taken = self
-                        .guests
-                        .lock()
-                        .expect("guest table lock")
-                        .iter()
-                        .any(|(k, c)| *k != key && c.name() == settings.name);
-                    if taken {
-                        Err(HostError::DuplicateName(settings.name))
-                    } else {
-                        Ok((module, settings))
-                    }
-                });
+        let prepared = self
+            .prepare(&key, origin, bytes, config)
+            .await
+            .and_then(|prepared| Ok((self.claim_name(&key, &prepared.1.name)?, prepared)));
         let (module, mut settings) = match prepared {
-            Ok(prepared) => prepared,
+            Ok((yielding, (module, settings, needs))) => {
+                if let Some(younger) = yielding {
+                    self.yield_name(&younger, &settings.name).await;
+                }
+                self.needs
+                    .lock()
+                    .expect("needs lock")
+                    .insert(key.clone(), needs);
+                (module, settings)
+            }
             Err(error) => {
                 self.counters.rejected.fetch_add(1, Ordering::Relaxed);
                 return Err(error);
             }
         };
+        if let Some(old) = current.as_ref().map(|c| c.name().to_owned())
+            && old != settings.name
+        {
+            self.release_name(&key, &old);
+        }
         match current {
             Some(controller)
                 if controller.module().digest == module.digest
@@ -730,11 +878,16 @@ impl Guests for Shared {
     async fn run(
         &self,
         key: &ObjectKey,
+        created: &str,
         origin: String,
         bytes: Vec<u8>,
         config: &ModuleConfig,
     ) -> Result<(Loaded, Arc<Module>, String), Refusal> {
         let key = GuestKey::from(key);
+        self.created
+            .lock()
+            .expect("created lock")
+            .insert(key.clone(), created.to_owned());
         match self.put(key.clone(), origin, bytes, config).await {
             Ok(loaded) => {
                 let controller = self.guest(&key).ok_or(Refusal {
@@ -751,7 +904,7 @@ impl Guests for Shared {
                 // without the object.
                 transient: matches!(
                     error,
-                    HostError::DuplicateName(_)
+                    HostError::DuplicateName { .. }
                         | HostError::NotPermitted { .. }
                         | HostError::AccessReview(_)
                         | HostError::Unresolved { .. }
@@ -761,7 +914,39 @@ impl Guests for Shared {
     }
 
     async fn stop(&self, key: &ObjectKey) -> bool {
-        self.unload(&GuestKey::from(key)).await
+        let key = GuestKey::from(key);
+        let stopped = self.unload(&key).await;
+        self.created.lock().expect("created lock").remove(&key);
+        self.needs.lock().expect("needs lock").remove(&key);
+        stopped
+    }
+
+    fn running(&self, key: &ObjectKey) -> bool {
+        self.guest(&GuestKey::from(key)).is_some()
+    }
+
+    async fn review(&self, key: &ObjectKey) -> Result<(), Refusal> {
+        let key = GuestKey::from(key);
+        let Some(controller) = self.guest(&key) else {
+            return Ok(());
+        };
+        let needs = self.needs.lock().expect("needs lock").get(&key).cloned();
+        let origin = controller.module().origin.clone();
+        let permitted = self
+            .permitted(controller.name(), &origin, &needs.unwrap_or_default())
+            .await;
+        match permitted {
+            Ok(()) | Err(HostError::AccessReview(_)) => Ok(()),
+            Err(error) => {
+                tracing::warn!(guest = %controller.name(), %error, "the host may no longer do what the guest may; stopping it");
+                self.unload(&key).await;
+                Err(Refusal {
+                    reason: error.reason(),
+                    message: error.to_string(),
+                    transient: true,
+                })
+            }
+        }
     }
 
     fn tally(&self, key: &ObjectKey) -> Option<Tally> {
@@ -787,6 +972,25 @@ fn same_settings(running: &Settings, new: &Settings) -> bool {
     }
 }
 
+/// The name of a guest whose configuration names none: the name its module declares, and for a
+/// WasmController confined to its namespace `<namespace>.<declared>`, so that teams running the
+/// same module never clash (neither part holds a dot). Past 63 characters it is cut and ends in
+/// a digest of the whole.
+fn default_name(config: &ModuleConfig, declared: &str) -> String {
+    let [namespace] = config.namespaces.as_slice() else {
+        return declared.to_owned();
+    };
+    if !config.confined {
+        return declared.to_owned();
+    }
+    let full = format!("{namespace}.{declared}");
+    if full.len() <= 63 {
+        return full;
+    }
+    let digest = &module::sha256_hex(full.as_bytes())[..8];
+    format!("{}-{digest}", full[..54].trim_end_matches(['-', '.']))
+}
+
 /// Reads a configured module file.
 async fn read(path: &std::path::Path) -> Result<Vec<u8>, HostError> {
     tokio::fs::read(path).await.map_err(|source| {
@@ -795,6 +999,31 @@ async fn read(path: &std::path::Path) -> Result<Vec<u8>, HostError> {
             source,
         })
     })
+}
+
+/// `module` with each watch in every namespace narrowed to `namespaces`; the caller refused
+/// cluster-scoped kinds.
+fn confine(module: &Arc<Module>, namespaces: &[String]) -> Arc<Module> {
+    let mut watches = Vec::new();
+    for watch in &module.metadata.watches {
+        if watch.selection.namespace.is_some() {
+            watches.push(watch.clone());
+            continue;
+        }
+        watches.extend(namespaces.iter().map(|namespace| {
+            let mut narrowed = watch.clone();
+            narrowed.selection.namespace = Some(namespace.clone());
+            narrowed
+        }));
+    }
+    let mut confined = Module::clone(module);
+    confined.metadata.watches = watches;
+    Arc::new(confined)
+}
+
+/// `kind` as messages name it: `group/version Kind`.
+fn kind_name(kind: &GroupVersionKind) -> String {
+    format!("{} {}", kind.api_version(), kind.kind)
 }
 
 fn log_loaded(guest: &str, module: &Module, message: &str) {
@@ -811,13 +1040,23 @@ fn settings(
     limits: Limits,
     queue: QueueConfig,
 ) -> Settings {
+    let mut max_concurrency = config.max_concurrency.unwrap_or(metadata.max_concurrency);
+    let mut resync = config
+        .resync_seconds
+        .map(|s| Duration::from_secs(s.into()))
+        .or(metadata.resync);
+    // What a confined WasmController's module declares is brought within the host's maxima.
+    if let Some(maxima) = &config.maxima {
+        max_concurrency = max_concurrency.min(maxima.max_concurrency);
+        resync = resync.map(|r| r.max(maxima.min_resync));
+    }
     Settings {
-        name: config.name.clone().unwrap_or_else(|| metadata.name.clone()),
-        max_concurrency: config.max_concurrency.unwrap_or(metadata.max_concurrency),
-        resync: config
-            .resync_seconds
-            .map(|s| Duration::from_secs(s.into()))
-            .or(metadata.resync),
+        name: config
+            .name
+            .clone()
+            .unwrap_or_else(|| default_name(config, &metadata.name)),
+        max_concurrency,
+        resync,
         namespaces: config.namespaces.clone(),
         limits,
         queue: config.queue.unwrap_or(queue),
@@ -884,6 +1123,24 @@ mod tests {
         assert_eq!(settings.resync, Some(Duration::from_secs(600)));
         assert!(settings.namespaces.is_empty());
         assert_eq!(settings.grants, None);
+    }
+
+    #[test]
+    fn a_confined_object_s_guest_is_named_after_its_namespace() {
+        let mut config = Config::from_yaml("modules:\n  - path: a.wasm\n", Path::new("/m"))
+            .unwrap()
+            .modules
+            .remove(0);
+        assert_eq!(default_name(&config, "podset"), "podset");
+        config.namespaces = vec!["team-a".into()];
+        assert_eq!(default_name(&config, "podset"), "podset", "not confined");
+        config.confined = true;
+        assert_eq!(default_name(&config, "podset"), "team-a.podset");
+        config.namespaces = vec!["n".repeat(63)];
+        let long = default_name(&config, "podset");
+        assert_eq!(long.len(), 63, "{long}");
+        assert!(long.starts_with(&"n".repeat(54)), "{long}");
+        assert_ne!(long, default_name(&config, "other"));
     }
 
     #[tokio::test]

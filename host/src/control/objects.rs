@@ -56,8 +56,8 @@ use crate::control::revisions::{self, History, Probation, Revision};
 use crate::control::tally::Tally;
 use crate::wasm::declaration::Mapping;
 use crate::wasm::module::Module;
-use crate::wasm::oci::{self, Registries, RegistrySettings};
-use crate::wasm::store::ModuleStore;
+use crate::wasm::oci::{self, Artifact, Registries, RegistrySettings};
+use crate::wasm::store::{Access, ModuleStore};
 
 /// The field manager of the status the host writes.
 const FIELD_MANAGER: &str = "kubewasm-host";
@@ -104,17 +104,24 @@ pub struct Refusal {
 /// The guests of controller objects, as the host runs them.
 #[async_trait]
 pub trait Guests: Send + Sync {
-    /// Runs `bytes` from `origin` with `config` for the object `key`, in place of what runs
-    /// for it; what runs then.
+    /// Runs `bytes` from `origin` with `config` for the object `key`, created at `created`
+    /// (its claim to its controller name), in place of what runs for it; what runs then.
     async fn run(
         &self,
         key: &ObjectKey,
+        created: &str,
         origin: String,
         bytes: Vec<u8>,
         config: &ModuleConfig,
     ) -> Result<(Loaded, Arc<Module>, String), Refusal>;
     /// Stops the guest of the object `key`; whether one ran.
     async fn stop(&self, key: &ObjectKey) -> bool;
+    /// Whether a guest runs for the object `key`: the host stops one whose name an older
+    /// object's guest claims.
+    fn running(&self, key: &ObjectKey) -> bool;
+    /// Asks the API server again whether the host may do all that the guest of the object
+    /// `key` may; stops the guest, and says why, when it may not.
+    async fn review(&self, key: &ObjectKey) -> Result<(), Refusal>;
     /// How the reconciles of the object `key`'s guest ended, if one runs.
     fn tally(&self, key: &ObjectKey) -> Option<Tally>;
     /// Counts a refused module of a controller object, by reason.
@@ -128,6 +135,8 @@ struct Fetched {
     module_digest: String,
     /// For an image: the reference pinned to its manifest's digest, and that digest.
     image: Option<(String, String)>,
+    /// For an image: its manifest and config as read, for the next resolve to check cheaply.
+    artifact: Option<Artifact>,
 }
 
 /// What runs for an object.
@@ -183,6 +192,20 @@ struct State {
     /// The reason and message of the last Warning Event of a refusal, until the module runs:
     /// a refusal retried is not recorded again while it says the same.
     warned: Option<(String, String)>,
+    /// Whether this replica read the object's history from the API server since it may act
+    /// (write, judge probation): until then it acts on none.
+    acting: bool,
+    /// How many replaced revisions its status keeps.
+    history_limit: u32,
+}
+
+/// The refusal of a module that could not be pulled.
+fn pull_failed(error: oci::OciError) -> Refusal {
+    Refusal {
+        reason: error.reason(),
+        transient: error.is_transient(),
+        message: error.to_string(),
+    }
 }
 
 /// A revision run again for an object.
@@ -221,6 +244,7 @@ pub fn spawn(
         latest: Mutex::default(),
         states: tokio::sync::Mutex::default(),
         timers: Mutex::default(),
+        artifacts: Mutex::default(),
         failures: Mutex::default(),
         sender,
         tasks: tasks.clone(),
@@ -248,6 +272,16 @@ pub fn spawn(
             () = closing.cancelled() => {}
         }
     });
+    if let Some(every) = objects.settings.review_interval {
+        let (reviewing, reviewed, closing) =
+            (objects.clone(), guests.clone(), objects.closing.clone());
+        tasks.spawn(async move {
+            tokio::select! {
+                () = reviewing.review(reviewed, every) => {}
+                () = closing.cancelled() => {}
+            }
+        });
+    }
     let closing = objects.closing.clone();
     tasks.spawn(async move {
         tokio::select! {
@@ -268,6 +302,8 @@ struct Objects {
     states: tokio::sync::Mutex<HashMap<ObjectKey, State>>,
     /// The newest timer of each object: an older one that fires does nothing.
     timers: Mutex<HashMap<ObjectKey, u64>>,
+    /// The artifact each object's image resolved to last, with its own credentials.
+    artifacts: Mutex<HashMap<ObjectKey, Artifact>>,
     /// Consecutive transient failures of each object, for its backoff.
     failures: Mutex<HashMap<ObjectKey, u32>>,
     sender: mpsc::UnboundedSender<ObjectKey>,
@@ -352,8 +388,11 @@ impl Objects {
                             .lock()
                             .expect("objects lock")
                             .insert(key.clone(), object.clone());
-                        // The host's own status writes, for one, change nothing that runs.
-                        if changed(old.as_ref(), &object) {
+                        // The host's own status writes, for one, change nothing that runs; but a
+                        // standby follows the image the acting replica records.
+                        let follow = !self.gate.is_open()
+                            && recorded_image(old.as_ref()) != recorded_image(Some(&object));
+                        if changed(old.as_ref(), &object) || follow {
                             let _ = self.sender.send(key);
                         }
                     }
@@ -466,6 +505,7 @@ impl Objects {
             self.states.lock().await.remove(key);
             self.failures.lock().expect("failures lock").remove(key);
             self.timers.lock().expect("timers lock").remove(key);
+            self.artifacts.lock().expect("artifacts lock").remove(key);
             if stopped {
                 tracing::info!(namespace = %key.0, name = %key.1, "WasmController deleted; its guest is unloaded");
                 self.requeue_idle().await;
@@ -473,13 +513,17 @@ impl Objects {
             return;
         };
         self.adopt(key, &object, guests).await;
+        self.forget_stopped(key, guests).await;
         let generation = object.metadata.generation.unwrap_or_default();
         let spec = object.data.get("spec").cloned().unwrap_or(Value::Null);
         let spec = match controller::parse_spec(&spec, &key.0, &self.settings, &self.queue) {
             Ok(spec) => spec,
             Err(error) => {
                 let refusal = Refusal {
-                    reason: "InvalidSpec",
+                    reason: match error {
+                        crate::config::ConfigError::OverMaximum(_) => "OverMaximum",
+                        _ => "InvalidSpec",
+                    },
                     message: error.to_string(),
                     transient: false,
                 };
@@ -495,6 +539,7 @@ impl Objects {
             return;
         }
         self.refresh(key, &spec, generation).await;
+        self.take_over(key, &spec, guests).await;
         // The check loop found the running revision failing: the last good one runs instead.
         if let Some((bad, origin)) = self.running_bad(key, &spec, generation).await
             && !self
@@ -513,7 +558,8 @@ impl Objects {
             .as_ref()
             .filter(|(_, config)| *config == spec.module)
             .map(|(digest, _)| digest.as_str());
-        let fetched = match self.fetch(&spec, &key.0, reusable).await {
+        let recorded = object.data.pointer("/status/image").and_then(Value::as_str);
+        let fetched = match self.fetch(key, &spec, recorded, reusable).await {
             Ok(fetched) => fetched,
             Err(refusal) => {
                 self.restore_idle(key, &object, &spec, None, &refusal, guests)
@@ -602,11 +648,18 @@ impl Objects {
                 unreachable!("a changed module is fetched");
             };
             match guests
-                .run(key, fetched.origin.clone(), bytes, &spec.module)
+                .run(
+                    key,
+                    &created(&object),
+                    fetched.origin.clone(),
+                    bytes,
+                    &spec.module,
+                )
                 .await
             {
                 Ok((Loaded::Stopping, _, _)) => return,
                 Ok((loaded, module, name)) => {
+                    self.requeue_stopped(guests).await;
                     self.loaded(&object, loaded, &fetched.origin, &name).await;
                     let applied = Applied {
                         config: spec.module.clone(),
@@ -683,6 +736,7 @@ impl Objects {
             .or_insert_with(|| State {
                 uid,
                 history: History::from_status(object.data.get("status")),
+                history_limit: controller::DEFAULT_HISTORY_LIMIT,
                 ..State::default()
             });
     }
@@ -695,6 +749,7 @@ impl Objects {
         let Some(state) = states.get_mut(key) else {
             return;
         };
+        state.history_limit = spec.history_limit;
         if let Some(applied) = &mut state.applied
             && applied.config == spec.module
         {
@@ -713,6 +768,53 @@ impl Objects {
         } else {
             state.probation = None;
         }
+    }
+
+    /// Reads the history of `key` from the API server, once this replica may act (it leads,
+    /// or just took over), so that no replica acts on a history it read while another acted:
+    /// what the last writer recorded (revisions, a rollback) survives a failover. The running
+    /// revision's probation goes on from the start the history records; one the history does
+    /// not know starts now, on probation.
+    async fn take_over(&self, key: &ObjectKey, spec: &ControllerSpec, guests: &dyn Guests) {
+        let acting = self.states.lock().await.get(key).is_some_and(|s| s.acting);
+        if acting || !self.gate.is_open() {
+            return;
+        }
+        let fresh = match self.api(&key.0).get_opt(&key.1).await {
+            Ok(Some(fresh)) => fresh,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(namespace = %key.0, name = %key.1, %error, "reading a WasmController's history; acting on none until it is read");
+                return;
+            }
+        };
+        let tally = guests.tally(key);
+        let mut states = self.states.lock().await;
+        let Some(state) = states.get_mut(key).filter(|s| s.uid == fresh.metadata.uid) else {
+            return;
+        };
+        state.history = History::from_status(fresh.data.get("status"));
+        state.acting = true;
+        let Some(applied) = &state.applied else {
+            return;
+        };
+        let revision = applied.revision();
+        let recorded = state
+            .history
+            .revisions
+            .first()
+            .is_some_and(|r| r.replaced.is_none() && r.module_digest == revision.module_digest);
+        state.probation = if recorded {
+            resumed_probation(&state.history, tally.as_ref(), spec)
+        } else {
+            let before = !state.history.revisions.is_empty();
+            state
+                .history
+                .started(revision, &Timestamp::now().to_string(), spec.history_limit);
+            tally
+                .filter(|_| before && spec.rollback.enabled)
+                .map(|t| Probation::new(Instant::now(), &t, spec.rollback))
+        };
     }
 
     /// The running module, as its digest (`sha256:...`) and origin, when it was rolled back for
@@ -838,6 +940,29 @@ impl Objects {
                 .await;
         }
         tracing::warn!(namespace = %key.0, name = %key.1, what, reason = refusal.reason, to = %restored.origin, generation, "an earlier revision of a WasmController runs in place of its refused module");
+    }
+
+    /// Forgets what ran for `key` when the host stopped its guest (an older object's guest
+    /// took its name): it is loaded again, or refused with the reason.
+    async fn forget_stopped(&self, key: &ObjectKey, guests: &dyn Guests) {
+        let mut states = self.states.lock().await;
+        if let Some(state) = states.get_mut(key)
+            && state.applied.is_some()
+            && !guests.running(key)
+        {
+            state.applied = None;
+            state.probation = None;
+        }
+    }
+
+    /// Queues every object whose guest the host stopped, for [`Self::forget_stopped`].
+    async fn requeue_stopped(&self, guests: &dyn Guests) {
+        let states = self.states.lock().await;
+        for (key, state) in states.iter() {
+            if state.applied.is_some() && !guests.running(key) {
+                let _ = self.sender.send(key.clone());
+            }
+        }
     }
 
     /// Queues every object for which nothing runs: a controller stopped, and its name may be
@@ -1002,8 +1127,15 @@ impl Objects {
             .revision_bytes(&good, spec, &key.0)
             .await
             .map_err(|r| failed("cannot be fetched", r))?;
+        let created = self
+            .latest
+            .lock()
+            .expect("objects lock")
+            .get(key)
+            .map(created)
+            .unwrap_or_default();
         let (loaded, module, name) = guests
-            .run(key, origin.clone(), bytes, &spec.module)
+            .run(key, &created, origin.clone(), bytes, &spec.module)
             .await
             .map_err(|r| failed("does not load", r))?;
         if loaded == Loaded::Stopping {
@@ -1038,8 +1170,10 @@ impl Objects {
         }))
     }
 
-    /// The bytes of a revision that ran: from the module store, else pulled by its pinned
-    /// reference.
+    /// The bytes of a revision that ran: from the module store when it records that this
+    /// object's credentials (or, for a module read from an object, its namespace) took them,
+    /// else pulled by its pinned reference with this object's credentials. A revision in status
+    /// names a module; it never lets an object read one it could not take itself.
     async fn revision_bytes(
         &self,
         revision: &Revision,
@@ -1051,29 +1185,62 @@ impl Objects {
             .strip_prefix("sha256:")
             .unwrap_or(&revision.module_digest)
             .to_owned();
-        let store = self.registries.store().clone();
-        let stored = tokio::task::spawn_blocking(move || store.get(&hex))
-            .await
-            .ok()
-            .flatten();
-        if let Some(bytes) = stored {
-            return Ok(bytes);
-        }
-        let Some(image) = &revision.image else {
-            return Err(Refusal {
-                reason: "RevisionUnavailable",
-                message: format!("{} is not in the module store", revision.module_digest),
-                transient: false,
-            });
-        };
         let pull_secret = match &spec.module.source {
             Source::Image(source) => source.pull_secret.as_deref(),
             _ => None,
         };
+        let (access, reference) = match &revision.image {
+            Some(image) => {
+                let reference = oci::parse_reference(image).map_err(pull_failed)?;
+                let auth = self
+                    .registry_auth(&reference, pull_secret, namespace)
+                    .await?;
+                (self.registries.access(&reference, &auth), Some(image))
+            }
+            None => (self.namespace_access(namespace), None),
+        };
+        let (store, wanted) = (self.registries.store().clone(), hex.clone());
+        let stored = match access {
+            Some(access) => tokio::task::spawn_blocking(move || store.get(&wanted, &access))
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
+        if let Some(bytes) = stored {
+            return Ok(bytes);
+        }
+        let Some(image) = reference else {
+            return Err(Refusal {
+                reason: "RevisionUnavailable",
+                message: format!(
+                    "{} is not in the module store as read for this namespace",
+                    revision.module_digest
+                ),
+                transient: false,
+            });
+        };
         let fetched = self
-            .fetch_image(image, pull_secret, namespace, None)
+            .fetch_image(image, pull_secret, namespace, None, None)
             .await?;
+        if fetched.module_digest != hex {
+            return Err(Refusal {
+                reason: "RevisionUnavailable",
+                message: format!(
+                    "{image} holds sha256:{}, not the module {} the revision names",
+                    fetched.module_digest, revision.module_digest
+                ),
+                transient: false,
+            });
+        }
         Ok(fetched.bytes.unwrap_or_default())
+    }
+
+    /// The module store's record of modules read from objects of `namespace`.
+    fn namespace_access(&self, namespace: &str) -> Option<Access> {
+        self.registries
+            .store()
+            .access(&[b"namespace", namespace.as_bytes()])
     }
 
     /// Queues `key` again after a refusal: with backoff when it is transient, else at the next
@@ -1093,9 +1260,17 @@ impl Objects {
     }
 
     /// Queues `key` again after its source's poll interval.
+    /// A standby does not resolve a tag again: it follows what the acting replica records
+    /// (see [`Self::follow`]). Each interval is stretched or shrunk at random by up to 10%, so
+    /// that objects created together do not poll together.
     fn poll(self: &Arc<Self>, key: &ObjectKey, spec: &ControllerSpec) {
+        let tag =
+            matches!(&spec.module.source, Source::Image(i) if !i.reference.contains("@sha256:"));
+        if tag && !self.gate.is_open() {
+            return;
+        }
         if let Some(poll) = spec.poll {
-            self.after(key, poll);
+            self.after(key, jittered(poll));
         }
     }
 
@@ -1192,7 +1367,10 @@ impl Objects {
                 let Some(tally) = guests.tally(key) else {
                     continue;
                 };
-                if let Some(probation) = &state.probation {
+                // Only a replica that may act judges, on the history it read then: a standby
+                // runs no reconciles, and its verdict would be on nothing.
+                let judging = self.gate.is_open() && state.acting;
+                if let Some(probation) = state.probation.as_ref().filter(|_| judging) {
                     if let Some(message) = probation.verdict(&tally, now) {
                         let revision = applied.revision();
                         tracing::warn!(namespace = %key.0, name = %key.1, revision = %revision.digest, %message, "a new revision fails; rolling it back");
@@ -1215,24 +1393,52 @@ impl Objects {
                     .is_none_or(|(w, at)| *w != counters && now - *at >= TALLY_EVERY)
                 {
                     state.tally_written = Some((counters.clone(), now));
-                    tallies.push((key.clone(), counters));
+                    tallies.push((key.clone(), state.uid.clone(), counters));
                 }
             }
             drop(states);
             for key in bad {
                 let _ = self.sender.send(key);
             }
-            for (key, counters) in tallies {
-                self.write_tally(&key, counters).await;
+            for (key, uid, counters) in tallies {
+                self.write_tally(&key, uid, counters).await;
             }
         }
     }
 
-    /// Writes the reconcile counters and last error of `key`'s status.
-    async fn write_tally(&self, key: &ObjectKey, counters: Value) {
+    /// Every `every` (jittered): asks the API server again whether the host may do what each
+    /// running guest may, as RBAC changes without the objects; a guest it may not is stopped,
+    /// and its object handled again, which refuses it as `NotPermitted` until it may.
+    async fn review(self: &Arc<Self>, guests: Weak<dyn Guests>, every: Duration) {
+        loop {
+            tokio::time::sleep(jittered(every)).await;
+            let Some(guests) = guests.upgrade() else {
+                return;
+            };
+            let running: Vec<ObjectKey> = {
+                let states = self.states.lock().await;
+                states
+                    .iter()
+                    .filter(|(_, s)| s.applied.is_some())
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            };
+            for key in running {
+                if let Err(refusal) = guests.review(&key).await {
+                    tracing::warn!(namespace = %key.0, name = %key.1, reason = refusal.reason, message = %refusal.message, "WasmController stopped: the host may no longer do what it may");
+                    let _ = self.sender.send(key);
+                }
+            }
+        }
+    }
+
+    /// Writes the reconcile counters and last error of `key`'s status, if the object still has
+    /// `uid`.
+    async fn write_tally(&self, key: &ObjectKey, uid: Option<String>, counters: Value) {
         let patch = json!({
             "apiVersion": format!("{}/{}", controller::GROUP, controller::VERSION),
             "kind": controller::KIND,
+            "metadata": { "uid": uid },
             "status": counters,
         });
         if !self.gate.is_open() {
@@ -1252,19 +1458,43 @@ impl Objects {
     /// layer is not fetched.
     async fn fetch(
         &self,
+        key: &ObjectKey,
         spec: &ControllerSpec,
-        namespace: &str,
+        recorded: Option<&str>,
         running: Option<&str>,
     ) -> Result<Fetched, Refusal> {
+        let namespace = key.0.as_str();
         match &spec.module.source {
             Source::Image(image) => {
-                self.fetch_image(
-                    &image.reference,
-                    image.pull_secret.as_deref(),
-                    namespace,
-                    running,
-                )
-                .await
+                // A standby resolves no tag: it follows the digest the acting replica recorded.
+                let reference = match recorded {
+                    Some(pinned)
+                        if !self.gate.is_open() && same_repository(pinned, &image.reference) =>
+                    {
+                        pinned
+                    }
+                    _ => image.reference.as_str(),
+                };
+                let known = self
+                    .artifacts
+                    .lock()
+                    .expect("artifacts lock")
+                    .get(key)
+                    .cloned();
+                let fetched = self
+                    .fetch_image(
+                        reference,
+                        image.pull_secret.as_deref(),
+                        namespace,
+                        running,
+                        known.as_ref(),
+                    )
+                    .await?;
+                if let Some(artifact) = &fetched.artifact {
+                    let mut artifacts = self.artifacts.lock().expect("artifacts lock");
+                    artifacts.insert(key.clone(), artifact.clone());
+                }
+                Ok(fetched)
             }
             Source::ConfigMap(key_ref) => {
                 let bytes = self
@@ -1279,8 +1509,12 @@ impl Objects {
                             })
                     })
                     .await?;
-                self.sized(format!("configmap/{}/{}", key_ref.name, key_ref.key), bytes)
-                    .await
+                self.sized(
+                    namespace,
+                    format!("configmap/{}/{}", key_ref.name, key_ref.key),
+                    bytes,
+                )
+                .await
             }
             Source::Secret(key_ref) => {
                 let bytes = self
@@ -1288,8 +1522,12 @@ impl Objects {
                         secret.data.and_then(|mut d| d.remove(key)).map(|b| b.0)
                     })
                     .await?;
-                self.sized(format!("secret/{}/{}", key_ref.name, key_ref.key), bytes)
-                    .await
+                self.sized(
+                    namespace,
+                    format!("secret/{}/{}", key_ref.name, key_ref.key),
+                    bytes,
+                )
+                .await
             }
             Source::File(path) => {
                 let bytes = tokio::fs::read(path).await.map_err(|e| Refusal {
@@ -1297,38 +1535,32 @@ impl Objects {
                     message: format!("reading {}: {e}", path.display()),
                     transient: true,
                 })?;
-                self.sized(path.display().to_string(), bytes).await
+                self.sized(namespace, path.display().to_string(), bytes)
+                    .await
             }
         }
     }
 
     /// Fetches the artifact `reference`, with the credentials of the `pull_secret` of
-    /// `namespace`. When its module is the `running` one, the layer is not fetched.
+    /// `namespace`. When its module is the `running` one, the layer is not fetched; when its
+    /// manifest is the one `known` was read from (a HEAD request tells), nothing more is read.
     async fn fetch_image(
         &self,
         reference: &str,
         pull_secret: Option<&str>,
         namespace: &str,
         running: Option<&str>,
+        known: Option<&Artifact>,
     ) -> Result<Fetched, Refusal> {
-        let failed = |error: oci::OciError| Refusal {
-            reason: error.reason(),
-            transient: error.is_transient(),
-            message: error.to_string(),
-        };
-        let reference = oci::parse_reference(reference).map_err(failed)?;
-        let auth = match pull_secret {
-            Some(name) => {
-                self.pull_credentials(namespace, name, reference.resolve_registry())
-                    .await?
-            }
-            None => RegistryAuth::Anonymous,
-        };
+        let reference = oci::parse_reference(reference).map_err(pull_failed)?;
+        let auth = self
+            .registry_auth(&reference, pull_secret, namespace)
+            .await?;
         let artifact = self
             .registries
-            .resolve(&reference, &auth)
+            .resolve(&reference, &auth, known)
             .await
-            .map_err(failed)?;
+            .map_err(pull_failed)?;
         let module_digest = artifact.module_digest().to_owned();
         let bytes = if running == Some(module_digest.as_str()) {
             None
@@ -1337,7 +1569,7 @@ impl Objects {
                 self.registries
                     .fetch(&artifact, &auth)
                     .await
-                    .map_err(failed)?,
+                    .map_err(pull_failed)?,
             )
         };
         Ok(Fetched {
@@ -1345,7 +1577,25 @@ impl Objects {
             bytes,
             module_digest,
             image: Some((artifact.pinned(), artifact.manifest_digest.clone())),
+            artifact: Some(artifact),
         })
+    }
+
+    /// The credentials of the `pull_secret` of `namespace` for `reference`'s registry; without
+    /// one, none.
+    async fn registry_auth(
+        &self,
+        reference: &oci_client::Reference,
+        pull_secret: Option<&str>,
+        namespace: &str,
+    ) -> Result<RegistryAuth, Refusal> {
+        match pull_secret {
+            Some(name) => {
+                self.pull_credentials(namespace, name, reference.resolve_registry())
+                    .await
+            }
+            None => Ok(RegistryAuth::Anonymous),
+        }
     }
 
     /// The value of `key_ref` in the object of kind `kind` in `namespace`, which `value` reads.
@@ -1384,9 +1634,14 @@ impl Objects {
         })
     }
 
-    /// A module read from an object or a file, under the size limit, kept in the module store
-    /// for a rollback to it.
-    async fn sized(&self, origin: String, bytes: Vec<u8>) -> Result<Fetched, Refusal> {
+    /// A module read from an object or a file of `namespace`, under the size limit, kept in the
+    /// module store for a rollback to it by an object of `namespace`.
+    async fn sized(
+        &self,
+        namespace: &str,
+        origin: String,
+        bytes: Vec<u8>,
+    ) -> Result<Fetched, Refusal> {
         let limit = self.settings.max_module_bytes;
         if bytes.len() as u64 > limit {
             return Err(Refusal {
@@ -1399,17 +1654,20 @@ impl Objects {
             });
         }
         let module_digest = crate::wasm::module::sha256_hex(&bytes);
-        let (store, digest, kept) = (
-            self.registries.store().clone(),
-            module_digest.clone(),
-            bytes.clone(),
-        );
-        let _ = tokio::task::spawn_blocking(move || store.put(&digest, &kept)).await;
+        if let Some(access) = self.namespace_access(namespace) {
+            let (store, digest, kept) = (
+                self.registries.store().clone(),
+                module_digest.clone(),
+                bytes.clone(),
+            );
+            let _ = tokio::task::spawn_blocking(move || store.put(&digest, &kept, &access)).await;
+        }
         Ok(Fetched {
             origin,
             module_digest,
             bytes: Some(bytes),
             image: None,
+            artifact: None,
         })
     }
 
@@ -1569,13 +1827,16 @@ fn status(
             c
         })
         .collect();
+    // What another writer recorded (a replica that acted before this one) is kept.
+    let written = History::from_status(object.data.get("status"));
+    let history = state.history.merged(&written, state.history_limit);
     let mut status = json!({
         "observedGeneration": generation,
         "conditions": conditions,
         "replica": leader::replica_name(),
-        "revisions": state.history.revisions,
+        "revisions": history.revisions,
     });
-    if let Some(rolled_back) = &state.history.rolled_back {
+    if let Some(rolled_back) = &history.rolled_back {
         status["rolledBack"] = json!(rolled_back);
     }
     if let Some(applied) = &state.applied {
@@ -1607,9 +1868,12 @@ fn status(
             status["declaration"]["finalizer"] = json!(finalizer);
         }
     }
+    // The object's UID: a status meant for an object deleted meanwhile is refused by the API
+    // server rather than written on one created again under its name.
     let patch = json!({
         "apiVersion": format!("{}/{}", controller::GROUP, controller::VERSION),
         "kind": controller::KIND,
+        "metadata": { "uid": object.metadata.uid },
         "status": status,
     });
     Some(StatusPatch {
@@ -1631,6 +1895,11 @@ fn resumed_probation(
         .filter(|elapsed| spec.rollback.enabled && *elapsed < spec.rollback.window)?;
     let started = Instant::now().checked_sub(elapsed)?;
     Some(Probation::new(started, tally?, spec.rollback))
+}
+
+/// The image pinned to a digest that `object`'s status records as running.
+fn recorded_image(object: Option<&DynamicObject>) -> Option<&str> {
+    object?.data.pointer("/status/image")?.as_str()
 }
 
 /// Whether an object changed from `old` to `new` in what its controller depends on: its spec
@@ -1670,11 +1939,39 @@ fn tally_status(tally: &Tally, state: &mut State) -> Value {
     counters
 }
 
+/// When `object` was created, as its claim to its controller name.
+fn created(object: &DynamicObject) -> String {
+    object
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default()
+}
+
 fn key(object: &DynamicObject) -> Option<ObjectKey> {
     Some((
         object.metadata.namespace.clone()?,
         object.metadata.name.clone()?,
     ))
+}
+
+/// `period` stretched or shrunk at random by up to 10%.
+fn jittered(period: Duration) -> Duration {
+    use std::hash::BuildHasher;
+    let random = std::collections::hash_map::RandomState::new().hash_one(0u8);
+    let unit = (random >> 11) as f64 / (1u64 << 53) as f64;
+    period.mul_f64(0.9 + 0.2 * unit)
+}
+
+/// Whether the image references `a` and `b` name the same registry and repository.
+fn same_repository(a: &str, b: &str) -> bool {
+    match (oci::parse_reference(a), oci::parse_reference(b)) {
+        (Ok(a), Ok(b)) => {
+            a.resolve_registry() == b.resolve_registry() && a.repository() == b.repository()
+        }
+        _ => false,
+    }
 }
 
 /// The delay before the `failures`th retry: doubling from 1 s, at most 5 min.

@@ -158,6 +158,32 @@ impl History {
         Duration::try_from(now.duration_since(started)).ok()
     }
 
+    /// This history with what `other` (the object's status, as another writer left it)
+    /// records that this one does not: its revisions, newest first, and its rollback when this
+    /// one has none; at most `limit` replaced revisions are kept.
+    pub fn merged(&self, other: &History, limit: u32) -> History {
+        let mut revisions = self.revisions.clone();
+        for theirs in &other.revisions {
+            let known = revisions
+                .iter()
+                .any(|r| r.module_digest == theirs.module_digest && r.started == theirs.started);
+            if !known {
+                revisions.push(theirs.clone());
+            }
+        }
+        // Newest first; a start that does not parse goes last. The sort is stable.
+        let started = |r: &Revision| r.started.parse::<Timestamp>().ok();
+        revisions.sort_by_key(|r| std::cmp::Reverse(started(r)));
+        revisions.truncate(1 + limit as usize);
+        History {
+            revisions,
+            rolled_back: self
+                .rolled_back
+                .clone()
+                .or_else(|| other.rolled_back.clone()),
+        }
+    }
+
     /// Marks the running revision stopped, if one runs.
     fn stop_running(&mut self, now: &str, reason: &str, message: Option<&str>) {
         if let Some(running) = self.revisions.first_mut()
@@ -199,17 +225,24 @@ impl Probation {
         now.saturating_duration_since(self.started) >= self.rollback.window
     }
 
-    /// Why the revision is bad, given the guest's `tally` at `now`: its last `failures`
-    /// reconciles or more all failed, all of them its own, within the window.
+    /// Why the revision is bad, given the guest's `tally` at `now`: within the window, the
+    /// module's own reconciles failed `failures` times or more in a row, all of them its own,
+    /// on every key the guest holds or on several distinct keys. Failures the API server
+    /// caused (conflicts, throttling, its errors and timeouts) do not count: they are the
+    /// cluster's, not the module's.
     pub fn verdict(&self, tally: &Tally, now: Instant) -> Option<String> {
         let failures = u64::from(self.rollback.failures);
         let own = tally.failed.saturating_sub(self.failed_before);
-        if self.passed(now) || tally.consecutive_failures < failures || own < failures {
+        if self.passed(now)
+            || !tally.module_failing
+            || tally.module_failures < failures
+            || own < failures
+        {
             return None;
         }
         let mut message = format!(
             "its reconciles failed {} times in a row within {} of its start",
-            tally.consecutive_failures,
+            tally.module_failures,
             human(self.rollback.window)
         );
         if let Some(error) = &tally.last_error {
@@ -265,6 +298,8 @@ mod tests {
             output_dropped: 0,
             consecutive_failures,
             failing: false,
+            module_failures: consecutive_failures,
+            module_failing: true,
             last_error: Some("boom".into()),
         }
     }
@@ -332,6 +367,24 @@ mod tests {
     }
 
     #[test]
+    fn a_merged_history_keeps_what_another_writer_recorded() {
+        let mut ours = History::default();
+        ours.started(revision("a"), "2026-01-01T00:00:00Z", 10);
+        ours.started(revision("b"), "2026-01-01T00:02:00.5Z", 10);
+        let mut theirs = History::default();
+        theirs.started(revision("a"), "2026-01-01T00:00:00Z", 10);
+        theirs.started(revision("c"), "2026-01-01T00:02:00Z", 10);
+        let bad = theirs.revisions[0].clone();
+        theirs.rolled_back(&bad, 3, "failed", "2026-01-01T00:03:00Z");
+        let merged = ours.merged(&theirs, 10);
+        let digests: Vec<_> = merged.revisions.iter().map(|r| r.digest.as_str()).collect();
+        assert_eq!(digests, ["sha256:b", "sha256:c", "sha256:a"]);
+        assert_eq!(merged.rolled_back, theirs.rolled_back);
+        assert_eq!(ours.merged(&theirs, 1).revisions.len(), 2, "bounded");
+        assert_eq!(ours.merged(&History::default(), 10), ours);
+    }
+
+    #[test]
     fn the_history_round_trips_through_status() {
         let mut history = History::default();
         history.started(revision("a"), "t1", 10);
@@ -371,5 +424,29 @@ mod tests {
         let later = start + Duration::from_secs(61);
         assert!(probation.passed(later));
         assert_eq!(probation.verdict(&tally(20, 10), later), None);
+    }
+
+    #[test]
+    fn failures_of_the_cluster_or_of_one_key_among_many_are_no_verdict() {
+        let rollback = Rollback {
+            enabled: true,
+            failures: 3,
+            window: Duration::from_secs(60),
+        };
+        let start = Instant::now();
+        let probation = Probation::new(start, &tally(0, 0), rollback);
+        // Five 409s or 429s in a row: the API server's answers, not the module's failures.
+        let cluster = Tally {
+            module_failures: 0,
+            module_failing: false,
+            ..tally(5, 5)
+        };
+        assert_eq!(probation.verdict(&cluster, start), None);
+        // One key stuck while others idle: its failures are not spread over the guest's keys.
+        let one_key = Tally {
+            module_failing: false,
+            ..tally(5, 5)
+        };
+        assert_eq!(probation.verdict(&one_key, start), None);
     }
 }

@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
+pub use crate::wasm::dispatch::Blame;
+
 /// Failed reconciles in a row, and distinct keys among them, after which a guest is failing: a
 /// single conflict or unavailable API server fails a reconcile or two, while a broken guest
 /// reaches five within a second of per-key backoff.
@@ -49,6 +51,11 @@ pub struct Tally {
     pub consecutive_failures: u64,
     /// Whether the guest is failing: see the module's guarantees.
     pub failing: bool,
+    /// The module's own failures since its last success, cluster failures left out.
+    pub module_failures: u64,
+    /// Whether the module's own run of failures spans every key the guest holds, or
+    /// [`FAILING_AFTER`] distinct keys.
+    pub module_failing: bool,
     /// The error of the last failed reconcile, if any failed since the module was loaded.
     pub last_error: Option<String>,
 }
@@ -66,17 +73,20 @@ struct Run {
     /// Distinct keys of the current run, up to [`FAILING_AFTER`] of them.
     keys: BTreeSet<String>,
     failing: bool,
+    /// The module's own failures of the current run, and their distinct keys.
+    module_failures: u64,
+    module_keys: BTreeSet<String>,
 }
 
 impl Streak {
-    /// Records a failed reconcile of `key`; `held` counts the keys the guest holds, and is only
-    /// called while fewer than [`FAILING_AFTER`] distinct keys failed in a row. Warns when the
-    /// guest becomes failing.
+    /// Records a failed reconcile of `key`, `blame`d on the module or the cluster; `held`
+    /// counts the keys the guest holds, and is only called while fewer than [`FAILING_AFTER`]
+    /// distinct keys failed in a row. Warns when the guest becomes failing.
     pub fn failed(
         &self,
         guest: &str,
         key: &impl Display,
-        error: &str,
+        (error, blame): (&str, Blame),
         held: impl FnOnce() -> usize,
     ) {
         let mut run = self.run.lock().unwrap_or_else(PoisonError::into_inner);
@@ -85,6 +95,12 @@ impl Streak {
         let spread = FAILING_AFTER as usize;
         if run.keys.len() < spread {
             run.keys.insert(key.to_string());
+        }
+        if blame == Blame::Module {
+            run.module_failures += 1;
+            if run.module_keys.len() < spread {
+                run.module_keys.insert(key.to_string());
+            }
         }
         if run.failing || failures < FAILING_AFTER {
             return;
@@ -105,6 +121,8 @@ impl Streak {
         let mut run = self.run.lock().unwrap_or_else(PoisonError::into_inner);
         let failures = self.failures.swap(0, Ordering::Relaxed);
         run.keys.clear();
+        run.module_keys.clear();
+        run.module_failures = 0;
         if std::mem::take(&mut run.failing) {
             tracing::info!(%guest, "guest recovered after {failures} failed reconciles in a row");
         }
@@ -121,6 +139,15 @@ impl Streak {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .failing
+    }
+
+    /// The module's own failures since the last success, and whether they span every key the
+    /// guest holds (`held`) or [`FAILING_AFTER`] distinct keys.
+    pub fn module_failures(&self, held: impl FnOnce() -> usize) -> (u64, bool) {
+        let run = self.run.lock().unwrap_or_else(PoisonError::into_inner);
+        let keys = run.module_keys.len();
+        let spread = keys >= FAILING_AFTER as usize || (keys > 0 && keys >= held());
+        (run.module_failures, spread)
     }
 
     /// The error of the last failed reconcile.
@@ -142,12 +169,17 @@ mod tests {
         let streak = Streak::default();
         // Three primaries; one is blocked by a foreign object and retried, the others are idle.
         for attempt in 0..3 * FAILING_AFTER {
-            streak.failed("foo", &"ns/blocked", &format!("attempt {attempt}"), || 3);
+            streak.failed(
+                "foo",
+                &"ns/blocked",
+                (&format!("attempt {attempt}"), Blame::Module),
+                || 3,
+            );
         }
         assert!(!streak.is_failing());
         // Every key failing is a failing guest, and a success ends it.
         for key in ["ns/a", "ns/b"] {
-            streak.failed("foo", &key, "broken", || 3);
+            streak.failed("foo", &key, ("broken", Blame::Module), || 3);
         }
         assert!(streak.is_failing());
         streak.succeeded("foo");
@@ -158,14 +190,37 @@ mod tests {
     fn a_guest_failing_on_its_only_key_or_on_five_keys_is_failing() {
         let only = Streak::default();
         for _ in 0..FAILING_AFTER {
-            only.failed("foo", &"ns/a", "broken", || 1);
+            only.failed("foo", &"ns/a", ("broken", Blame::Module), || 1);
         }
         assert!(only.is_failing());
         let many = Streak::default();
         for i in 0..FAILING_AFTER {
-            many.failed("foo", &format!("ns/{i}"), "broken", || 10_000);
+            many.failed("foo", &format!("ns/{i}"), ("broken", Blame::Module), || {
+                10_000
+            });
         }
         assert!(many.is_failing());
+    }
+
+    #[test]
+    fn the_clusters_failures_neither_extend_nor_end_the_modules_run() {
+        let streak = Streak::default();
+        for i in 0..FAILING_AFTER {
+            streak.failed("foo", &format!("ns/{i}"), ("409", Blame::Cluster), || 10);
+        }
+        assert_eq!(streak.module_failures(|| 10), (0, false));
+        assert!(
+            streak.is_failing(),
+            "the guest still fails, if not by its module"
+        );
+        for i in 0..3 {
+            streak.failed("foo", &format!("ns/{i}"), ("broken", Blame::Module), || 10);
+            streak.failed("foo", &"ns/x", ("429", Blame::Cluster), || 10);
+        }
+        assert_eq!(streak.module_failures(|| 10), (3, false), "3 keys of 10");
+        assert_eq!(streak.module_failures(|| 3), (3, true), "every key held");
+        streak.succeeded("foo");
+        assert_eq!(streak.module_failures(|| 3), (0, false));
     }
 
     #[test]
@@ -173,7 +228,12 @@ mod tests {
         let streak = Streak::default();
         assert_eq!((streak.failures(), streak.last_error()), (0, None));
         for attempt in 1..=FAILING_AFTER + 2 {
-            streak.failed("spin", &"ns/a", &format!("attempt {attempt}"), || 1);
+            streak.failed(
+                "spin",
+                &"ns/a",
+                (&format!("attempt {attempt}"), Blame::Module),
+                || 1,
+            );
         }
         assert_eq!(streak.failures(), FAILING_AFTER + 2);
         assert!(streak.is_failing());

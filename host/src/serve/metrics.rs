@@ -786,6 +786,8 @@ mod tests {
                 output_dropped: 0,
                 consecutive_failures: 1,
                 failing: false,
+                module_failures: 1,
+                module_failing: false,
                 last_error: None,
             },
             queue: QueueStats {

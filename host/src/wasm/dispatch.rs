@@ -44,6 +44,17 @@ pub enum Failure {
     Busy(String),
 }
 
+/// Whose failure a failed reconcile is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blame {
+    /// The module's own: it trapped, ran out of time or memory, or failed with no trouble of
+    /// the API server's.
+    Module,
+    /// The API server refused, throttled or failed one of its calls, or a write the host made
+    /// for it.
+    Cluster,
+}
+
 /// How a successful call ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -62,7 +73,9 @@ pub enum Entry {
     Finalize,
 }
 
-/// Calls `reconcile` or `finalize` in a fresh instance of `module`.
+/// Calls `reconcile` or `finalize` in a fresh instance of `module`; a failure comes with
+/// whose it is: the cluster's when the guest failed after the API server refused, throttled or
+/// failed one of its writes, else the module's.
 pub async fn call(
     runtime: &Runtime,
     module: &Module,
@@ -71,21 +84,32 @@ pub async fn call(
     scope: Scope,
     entry: Entry,
     request: types::Request,
-) -> Result<Outcome, Failure> {
+) -> (Result<Outcome, Failure>, Blame) {
     let finalize = entry == Entry::Finalize;
     let export = async |guest: &GuestInstance, store: &mut Store<CallState>| {
-        guest.reconcile(store, &request, finalize).await
+        let answer = guest.reconcile(&mut *store, &request, finalize).await?;
+        Ok((answer, store.data().cluster_trouble))
     };
     let result = in_fresh_instance(runtime, module, env, limits, Some(scope), export).await;
     let cut = |message| truncate(message, limits.error_bytes);
-    match result? {
+    let (answer, trouble) = match result {
+        Ok(answered) => answered,
+        Err(failure) => return (Err(failure), Blame::Module),
+    };
+    let blame = if trouble {
+        Blame::Cluster
+    } else {
+        Blame::Module
+    };
+    let result = match answer {
         Ok(types::Outcome::Done) => Ok(Outcome::Done),
         Ok(types::Outcome::RequeueAfter(ms)) => {
             Ok(Outcome::RequeueAfter(Duration::from_millis(ms)))
         }
         Err(types::ReconcileError::Transient(message)) => Err(Failure::Transient(cut(message))),
         Err(types::ReconcileError::Permanent(message)) => Err(Failure::Permanent(cut(message))),
-    }
+    };
+    (result, blame)
 }
 
 /// Calls `map-keys` in a fresh instance of `module`. Keys beyond the limit's `map_keys` are
@@ -122,7 +146,14 @@ async fn in_fresh_instance<T>(
     scope: Option<Scope>,
     export: impl AsyncFnOnce(&GuestInstance, &mut Store<CallState>) -> wasmtime::Result<T>,
 ) -> Result<T, Failure> {
-    // Held until the store is dropped; waiting for it does not count against the deadline.
+    // Held until the store is dropped; waiting for them does not count against the deadline.
+    // The guest's own share first: a guest that holds all of it waits without holding the pool.
+    let _share = env
+        .share
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("a guest's share is never closed");
     let _slot = runtime.slot().await;
     let start = Instant::now();
     let context = CallContext {

@@ -29,6 +29,9 @@ pub struct GuestEnv {
     pub output: RateLimit,
     /// How long its calls take, recorded by [`crate::wasm::dispatch`].
     pub times: CallTimes,
+    /// One permit per instance the guest may hold at once (its share of the host's pool),
+    /// taken before the pool's own.
+    pub share: Arc<tokio::sync::Semaphore>,
 }
 
 impl GuestEnv {
@@ -49,7 +52,20 @@ impl GuestEnv {
             denied: AtomicU64::new(0),
             output: RateLimit::default(),
             times: CallTimes::default(),
+            share: Arc::new(tokio::sync::Semaphore::new(
+                tokio::sync::Semaphore::MAX_PERMITS,
+            )),
         }
+    }
+
+    /// This environment with at most `instances` instances of the guest alive at once.
+    #[must_use]
+    pub fn with_instances(mut self, instances: u32) -> Self {
+        let permits = usize::try_from(instances)
+            .unwrap_or(usize::MAX)
+            .clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        self.share = Arc::new(tokio::sync::Semaphore::new(permits));
+        self
     }
 }
 

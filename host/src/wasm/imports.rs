@@ -406,6 +406,16 @@ fn to_wit(error: CallError) -> types::Error {
     }
 }
 
+/// Whether `result` is the API server's trouble rather than the guest's request: a conflict,
+/// throttling, a server error, or no answer in time.
+fn cluster_trouble<T>(result: &Result<T, CallError>) -> bool {
+    match result {
+        Err(CallError::Api { code, .. }) => *code == 409 || *code == 429 || *code >= 500,
+        Err(CallError::Unavailable(_)) => true,
+        _ => false,
+    }
+}
+
 fn answer<T>(
     result: Result<T, CallError>,
     env: &GuestEnv,
@@ -543,6 +553,7 @@ impl writes::Host for CallState {
             }
             Err(error) => Err(error),
         };
+        self.cluster_trouble |= cluster_trouble(&result);
         answer(result, &self.context.env, &self.limits, "apply")
     }
 
@@ -559,6 +570,7 @@ impl writes::Host for CallState {
             }
             Err(error) => Err(error),
         };
+        self.cluster_trouble |= cluster_trouble(&result);
         answer(result, &self.context.env, &self.limits, "apply-status")
     }
 
@@ -588,7 +600,8 @@ impl writes::Host for CallState {
                 .await
         }
         .await;
-        answer(result, &context.env, &self.limits, "delete")
+        self.cluster_trouble |= cluster_trouble(&result);
+        answer(result, &self.context.env, &self.limits, "delete")
     }
 
     async fn patch(
@@ -621,7 +634,8 @@ impl writes::Host for CallState {
                 .await
         }
         .await;
-        answer(result, &context.env, &self.limits, "patch")
+        self.cluster_trouble |= cluster_trouble(&result);
+        answer(result, &self.context.env, &self.limits, "patch")
     }
 }
 

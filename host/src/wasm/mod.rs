@@ -18,6 +18,7 @@ pub mod limits;
 pub mod module;
 pub mod oci;
 pub mod permissions;
+pub mod pull;
 pub mod runtime;
 pub mod state;
 pub mod store;

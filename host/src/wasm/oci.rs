@@ -6,17 +6,16 @@
 //! artifact of another layout, a config that does not describe a component exporting the
 //! contract, and a layer over the size limit. The layer is then taken from the
 //! [`ModuleStore`] when it holds that digest, else fetched with its size bounded and its
-//! SHA-256 verified, and stored. A manifest pulled by digest is verified against it.
+//! SHA-256 verified, and stored. A manifest pulled by digest is verified against it. Every
+//! request carries the caller's credentials and nobody else's, and every body is read under a
+//! bound and a deadline (see [`crate::wasm::pull`]).
 //!
 //! Registries on a loopback address, and those named insecure, are spoken to in plain HTTP, as
 //! the container runtimes do; every other one in HTTPS, verified against the system's roots.
 
-use std::collections::{BTreeMap, HashMap};
-use std::net::IpAddr;
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use futures::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
@@ -26,7 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::wasm::bindings::{GUEST_INTERFACE, GUEST_INTERFACE_0_1};
 use crate::wasm::module::sha256_hex;
-use crate::wasm::store::ModuleStore;
+use crate::wasm::pull::{self, Puller};
+use crate::wasm::store::{Access, ModuleStore};
 
 /// Media type of an OCI image manifest.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -34,8 +34,6 @@ pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+jso
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// Media type of the layer holding a WebAssembly component.
 pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
-/// The largest config blob read; real ones are a few hundred bytes.
-const MAX_CONFIG_BYTES: i64 = 1 << 20;
 
 /// The config of a WebAssembly artifact, as the CNCF layout defines it. Fields other tools
 /// leave out are optional here, so that their artifacts are read.
@@ -228,6 +226,16 @@ pub enum OciError {
         /// The limit.
         limit: u64,
     },
+    /// A manifest, config or other answer of the registry passed the bound the host reads.
+    #[error("{reference}: {what} is over the limit of {limit} bytes")]
+    Oversized {
+        /// The reference.
+        reference: String,
+        /// What was read: `the manifest`, `the config`, ...
+        what: &'static str,
+        /// The bound.
+        limit: u64,
+    },
     /// Content did not match the digest that names it.
     #[error("{reference}: digest mismatch: {message}")]
     Digest {
@@ -263,6 +271,7 @@ impl OciError {
             Self::MediaType { .. } => "WrongMediaType",
             Self::World { .. } => "WrongWorld",
             Self::TooLarge { .. } => "ModuleTooLarge",
+            Self::Oversized { .. } => "AnswerTooLarge",
             Self::Digest { .. } => "DigestMismatch",
             Self::Other { .. } => "PullFailed",
         }
@@ -402,22 +411,26 @@ impl Artifact {
     }
 }
 
-/// Pulls and pushes modules, with one client per registry (so tokens are reused) and the store.
+/// Pulls and pushes modules, and keeps pulled ones in the store. A pull speaks to the
+/// registry with the caller's credentials only (see [`crate::wasm::pull`]); a stored module is
+/// used only after the caller's credentials resolved a manifest naming it, or when the store
+/// records that they did before.
 pub struct Registries {
     settings: RegistrySettings,
     store: ModuleStore,
-    clients: Mutex<HashMap<String, Client>>,
+    puller: Puller,
 }
 
 impl Registries {
     /// Registries reached as `settings` say, with pulled modules kept in `store`.
     pub fn new(settings: RegistrySettings, store: ModuleStore) -> Self {
-        // The API client uses ring; the registry client uses the process's default provider.
+        // The API client uses ring; the registry clients use the process's default provider.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let puller = Puller::new(settings.insecure.clone());
         Self {
             settings,
             store,
-            clients: Mutex::default(),
+            puller,
         }
     }
 
@@ -426,98 +439,54 @@ impl Registries {
         &self.settings
     }
 
-    fn client(&self, reference: &Reference) -> Client {
-        let registry = reference.resolve_registry().to_owned();
-        let mut clients = self.clients.lock().expect("registry clients lock");
-        clients
-            .entry(registry.clone())
-            .or_insert_with(|| {
-                let plain = is_loopback(&registry) || self.settings.insecure.contains(&registry);
-                Client::new(ClientConfig {
-                    protocol: if plain {
-                        ClientProtocol::Http
-                    } else {
-                        ClientProtocol::Https
-                    },
-                    connect_timeout: Some(std::time::Duration::from_secs(10)),
-                    read_timeout: Some(std::time::Duration::from_secs(60)),
-                    user_agent: concat!("kubewasm/", env!("CARGO_PKG_VERSION")),
-                    ..ClientConfig::default()
-                })
-            })
-            .clone()
+    /// The store's record of `auth` taking modules from `reference`'s repository.
+    pub fn access(&self, reference: &Reference, auth: &RegistryAuth) -> Option<Access> {
+        self.store.access(&[
+            b"image",
+            reference.resolve_registry().as_bytes(),
+            reference.repository().as_bytes(),
+            &pull::fingerprint(auth),
+        ])
     }
 
-    /// The digest of the manifest `reference` names now (a HEAD request): how a tag is
-    /// re-resolved without pulling.
-    pub async fn digest(
-        &self,
-        reference: &Reference,
-        auth: &RegistryAuth,
-    ) -> Result<String, OciError> {
-        self.client(reference)
-            .fetch_manifest_digest(reference, auth)
-            .await
-            .map_err(|e| OciError::from_client(reference, e))
-    }
-
-    /// Reads the manifest and config `reference` names and accepts them as a component of the
-    /// contract under the size limit; fetches no layer.
+    /// Reads the manifest and config `reference` names, with `auth`, and accepts them as a
+    /// component of the contract under the size limit; fetches no layer. When the manifest is
+    /// the one `known` was read from (a HEAD request tells), `known` is the answer and nothing
+    /// more is read: how a tag is resolved again cheaply.
     pub async fn resolve(
         &self,
         reference: &Reference,
         auth: &RegistryAuth,
+        known: Option<&Artifact>,
     ) -> Result<Artifact, OciError> {
-        let client = self.client(reference);
-        let failed = |e| OciError::from_client(reference, e);
+        let mut name = pull::tag_or_digest(reference).to_owned();
+        if let Some(known) = known {
+            let digest = self.puller.manifest_digest(reference, auth).await?;
+            if digest.as_deref() == Some(known.manifest_digest.as_str())
+                && known.reference.resolve_registry() == reference.resolve_registry()
+                && known.reference.repository() == reference.repository()
+            {
+                return Ok(known.clone());
+            }
+            if let Some(digest) = digest {
+                name = digest;
+            }
+        }
+        let (text, manifest_digest) = self.puller.manifest(reference, &name, auth).await?;
+        let (layer, config) = accepted(reference, &text)?;
+        let text = self
+            .puller
+            .blob(
+                reference,
+                &config.digest,
+                auth,
+                (pull::MAX_CONFIG_BYTES, "the config"),
+            )
+            .await?;
         let wrong = |message: String| OciError::MediaType {
             reference: reference.whole(),
             message,
         };
-        let (manifest, manifest_digest) = client
-            .pull_image_manifest(reference, auth)
-            .await
-            .map_err(failed)?;
-        if let Some(media_type) = &manifest.media_type
-            && media_type != MANIFEST_MEDIA_TYPE
-        {
-            return Err(wrong(format!("the manifest is {media_type}")));
-        }
-        if manifest.config.media_type != CONFIG_MEDIA_TYPE {
-            return Err(wrong(format!(
-                "its config is {}, not {CONFIG_MEDIA_TYPE}",
-                manifest.config.media_type
-            )));
-        }
-        let [layer] = manifest.layers.as_slice() else {
-            return Err(wrong(format!(
-                "it has {} layers; a component artifact has one",
-                manifest.layers.len()
-            )));
-        };
-        if layer.media_type != LAYER_MEDIA_TYPE {
-            return Err(wrong(format!(
-                "its layer is {}, not {LAYER_MEDIA_TYPE}",
-                layer.media_type
-            )));
-        }
-        if !layer.digest.starts_with("sha256:") {
-            return Err(wrong(format!(
-                "its layer's digest {} is not SHA-256",
-                layer.digest
-            )));
-        }
-        if manifest.config.size > MAX_CONFIG_BYTES {
-            return Err(wrong(format!(
-                "its config is {} bytes; a component's config is small",
-                manifest.config.size
-            )));
-        }
-        let mut text = Vec::new();
-        client
-            .pull_blob(reference, &manifest.config, &mut text)
-            .await
-            .map_err(failed)?;
         let config: WasmConfig = serde_json::from_slice(&text)
             .map_err(|e| wrong(format!("its config does not parse: {e}")))?;
         let contract = config.contract().map_err(|message| OciError::World {
@@ -535,7 +504,7 @@ impl Registries {
         Ok(Artifact {
             reference: reference.clone(),
             manifest_digest,
-            layer: layer.clone(),
+            layer,
             contract,
         })
     }
@@ -545,65 +514,50 @@ impl Registries {
         &self.store
     }
 
-    /// The component bytes of `artifact`: from the store when it holds them, else fetched
-    /// (bounded by the size limit, verified against the layer's digest) and stored.
+    /// The component bytes of `artifact`, which `auth` has just resolved: from the store when
+    /// it holds them, else fetched with `auth` (bounded by the size limit, verified against the
+    /// layer's digest) and stored, recording that `auth` took them.
     pub async fn fetch(
         &self,
         artifact: &Artifact,
         auth: &RegistryAuth,
     ) -> Result<Vec<u8>, OciError> {
         let digest = artifact.module_digest().to_owned();
+        let Some(access) = self.access(&artifact.reference, auth) else {
+            return self.pull_layer(artifact, auth).await;
+        };
         let store = self.store.clone();
         let wanted = digest.clone();
-        if let Some(bytes) = blocking(move || store.get(&wanted)).await {
-            return Ok(bytes);
-        }
-        let reference = &artifact.reference;
-        let limit = self.settings.max_module_bytes;
-        let too_large = |size| OciError::TooLarge {
-            reference: reference.whole(),
-            size,
-            limit,
-        };
-        let client = self.client(reference);
-        client
-            .store_auth_if_needed(reference.resolve_registry(), auth)
-            .await;
-        let mut stream = client
-            .pull_blob_stream(reference, &artifact.layer)
-            .await
-            .map_err(|e| OciError::from_client(reference, e))?;
-        let expected = u64::try_from(artifact.layer.size).unwrap_or(u64::MAX);
-        let mut bytes = Vec::with_capacity(usize::try_from(expected.min(limit)).unwrap_or(0));
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| OciError::Unreachable {
-                registry: reference.resolve_registry().to_owned(),
-                message: format!("reading {}: {e}", artifact.layer.digest),
-            })?;
-            bytes.extend_from_slice(&chunk);
-            if bytes.len() as u64 > limit {
-                return Err(too_large(bytes.len() as u64));
-            }
-        }
-        let store = self.store.clone();
-        let (bytes, actual) = blocking(move || {
-            let actual = sha256_hex(&bytes);
-            if actual == digest {
-                store.put(&digest, &bytes);
-            }
-            (bytes, actual)
+        // The caller's credentials resolved this artifact: it may read what the store holds.
+        let stored = blocking(move || {
+            store.admit(&wanted, &access);
+            store.get(&wanted, &access)
         })
         .await;
-        if actual != artifact.module_digest() {
-            return Err(OciError::Digest {
-                reference: reference.whole(),
-                message: format!(
-                    "the layer should be {}, its bytes are sha256:{actual}",
-                    artifact.layer.digest
-                ),
-            });
+        if let Some(bytes) = stored {
+            return Ok(bytes);
         }
+        let bytes = self.pull_layer(artifact, auth).await?;
+        let (store, kept) = (self.store.clone(), bytes.clone());
+        blocking(move || store.put(&digest, &kept, &access)).await;
         Ok(bytes)
+    }
+
+    /// The layer of `artifact`, fetched with `auth` under the size limit and verified.
+    async fn pull_layer(
+        &self,
+        artifact: &Artifact,
+        auth: &RegistryAuth,
+    ) -> Result<Vec<u8>, OciError> {
+        let limit = self.settings.max_module_bytes;
+        self.puller
+            .blob(
+                &artifact.reference,
+                &artifact.layer.digest,
+                auth,
+                (limit, pull::MODULE),
+            )
+            .await
     }
 
     /// Publishes the component `bytes` as `reference` in the CNCF layout; returns the
@@ -638,7 +592,20 @@ impl Registries {
             "sha256:{}",
             sha256_hex(&serde_json::to_vec(&manifest).expect("the manifest serializes"))
         );
-        let client = self.client(reference);
+        let registry = reference.resolve_registry();
+        let plain =
+            pull::is_loopback(registry) || self.settings.insecure.iter().any(|r| r == registry);
+        let client = Client::new(ClientConfig {
+            protocol: if plain {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
+            connect_timeout: Some(std::time::Duration::from_secs(10)),
+            read_timeout: Some(std::time::Duration::from_secs(60)),
+            user_agent: concat!("kubewasm/", env!("CARGO_PKG_VERSION")),
+            ..ClientConfig::default()
+        });
         let failed = |e| OciError::from_client(reference, e);
         client
             .push(reference, &layers, config, auth, Some(manifest))
@@ -656,21 +623,60 @@ impl Registries {
     }
 }
 
+/// The layer and config descriptors of the manifest `text`, accepted as the CNCF layout of a
+/// component: an image manifest with a Wasm config of sane size and one SHA-256 Wasm layer.
+fn accepted(
+    reference: &Reference,
+    text: &[u8],
+) -> Result<(OciDescriptor, OciDescriptor), OciError> {
+    let wrong = |message: String| OciError::MediaType {
+        reference: reference.whole(),
+        message,
+    };
+    let manifest: OciImageManifest = serde_json::from_slice(text)
+        .map_err(|e| wrong(format!("its manifest is not an OCI image manifest: {e}")))?;
+    if let Some(media_type) = &manifest.media_type
+        && media_type != MANIFEST_MEDIA_TYPE
+    {
+        return Err(wrong(format!("the manifest is {media_type}")));
+    }
+    if manifest.config.media_type != CONFIG_MEDIA_TYPE {
+        return Err(wrong(format!(
+            "its config is {}, not {CONFIG_MEDIA_TYPE}",
+            manifest.config.media_type
+        )));
+    }
+    let [layer] = manifest.layers.as_slice() else {
+        return Err(wrong(format!(
+            "it has {} layers; a component artifact has one",
+            manifest.layers.len()
+        )));
+    };
+    if layer.media_type != LAYER_MEDIA_TYPE {
+        return Err(wrong(format!(
+            "its layer is {}, not {LAYER_MEDIA_TYPE}",
+            layer.media_type
+        )));
+    }
+    for digest in [&layer.digest, &manifest.config.digest] {
+        if !digest.starts_with("sha256:") {
+            return Err(wrong(format!("the digest {digest} is not SHA-256")));
+        }
+    }
+    if u64::try_from(manifest.config.size).unwrap_or(u64::MAX) > pull::MAX_CONFIG_BYTES {
+        return Err(wrong(format!(
+            "its config is {} bytes; a component's config is small",
+            manifest.config.size
+        )));
+    }
+    Ok((layer.clone(), manifest.config.clone()))
+}
+
 /// Runs file reads and hashing of whole modules off the async executor.
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(work)
         .await
         .expect("reading and hashing modules does not panic")
-}
-
-/// Whether `registry` (`host` or `host:port`) is a loopback address.
-fn is_loopback(registry: &str) -> bool {
-    let host = match registry.rsplit_once(':') {
-        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
-        _ => registry,
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Why a `kubernetes.io/dockerconfigjson` Secret gave no credentials.
@@ -810,22 +816,6 @@ mod tests {
             "a/b",
         ] {
             assert!(!looks_like_reference(path), "{path}");
-        }
-    }
-
-    #[test]
-    fn loopback_registries_are_plain_http() {
-        for registry in [
-            "127.0.0.1:5000",
-            "localhost:5000",
-            "localhost",
-            "[::1]:5000",
-            "127.1.2.3",
-        ] {
-            assert!(is_loopback(registry), "{registry}");
-        }
-        for registry in ["ghcr.io", "10.0.0.1:5000", "registry.local:5000"] {
-            assert!(!is_loopback(registry), "{registry}");
         }
     }
 

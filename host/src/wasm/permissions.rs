@@ -152,6 +152,44 @@ pub fn needs(metadata: &Metadata, entry: &ModuleConfig) -> Vec<Requirement> {
     needs
 }
 
+/// `needs` with those on the `cluster_scoped` kinds asked of every namespace: an object of such
+/// a kind is in no namespace, and a review that names one would be answered by the rules of
+/// that namespace.
+pub fn cluster_wide(
+    needs: Vec<Requirement>,
+    cluster_scoped: &[GroupVersionKind],
+) -> Vec<Requirement> {
+    let scoped: Vec<(String, String)> = cluster_scoped
+        .iter()
+        .map(|k| (k.group.clone(), resource_of(k)))
+        .collect();
+    let mut wide: Vec<Requirement> = Vec::new();
+    for mut need in needs {
+        let base = need.resource.split('/').next().unwrap_or_default();
+        if scoped
+            .iter()
+            .any(|(g, r)| *g == need.api_group && r == base)
+        {
+            need.namespace = None;
+        }
+        match wide.iter_mut().find(|w| {
+            w.api_group == need.api_group
+                && w.resource == need.resource
+                && w.namespace == need.namespace
+        }) {
+            Some(same) => {
+                for verb in need.verbs {
+                    if !same.verbs.contains(&verb) {
+                        same.verbs.push(verb);
+                    }
+                }
+            }
+            None => wide.push(need),
+        }
+    }
+    wide
+}
+
 /// What a sharded host needs besides [`needs`] for a module declaring `metadata` in
 /// `namespaces`: `patch` on its primary and owned kinds, whose objects carry the shard labels
 /// (their `list` and `watch` are among the reads of [`required`]).
@@ -283,6 +321,26 @@ pub(crate) mod tests {
         )
         .unwrap();
         Permissions::new(config.modules[0].grants.clone())
+    }
+
+    #[test]
+    fn needs_on_a_cluster_scoped_kind_are_asked_of_every_namespace() {
+        let mut metadata = podset_metadata();
+        metadata.primary.kind = kind("", "v1", "Namespace");
+        let needs = required(&metadata, &["a".into(), "b".into()]);
+        let wide: Vec<String> = cluster_wide(needs, &[kind("", "v1", "Namespace")])
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            wide,
+            [
+                "get,list,watch,patch namespaces (core) in all namespaces",
+                "get,list,watch pods (core) in namespace a",
+                "get,list,watch pods (core) in namespace b",
+                "get,list,watch pods (core) in all namespaces",
+            ]
+        );
     }
 
     #[test]

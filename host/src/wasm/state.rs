@@ -31,6 +31,8 @@ pub struct Limits {
     pub map_keys: usize,
     /// Guest output lines per second forwarded to the host's log.
     pub log_lines_per_second: u32,
+    /// Instances of the guest alive at once: its share of the host's pool.
+    pub instances: u32,
 }
 
 impl From<crate::config::Limits> for Limits {
@@ -46,6 +48,7 @@ impl From<crate::config::Limits> for Limits {
             error_bytes: size(limits.error_bytes),
             map_keys: size(limits.map_keys.into()),
             log_lines_per_second: limits.log_lines_per_second,
+            instances: limits.instances,
         }
     }
 }
@@ -69,6 +72,9 @@ pub struct CallState {
     pub limits: Limits,
     /// What the `log` import may still write in this call.
     pub log_budget: LogBudget,
+    /// Whether the API server refused, throttled or failed a write of this call: a failure of
+    /// the call is then the cluster's, not the module's.
+    pub cluster_trouble: bool,
     stdout: Capture,
     stderr: Capture,
 }
@@ -94,6 +100,7 @@ impl CallState {
             context,
             limits,
             log_budget: LogBudget::new(limits.log_bytes),
+            cluster_trouble: false,
             stdout,
             stderr,
         }
