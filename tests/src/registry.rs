@@ -300,6 +300,13 @@ impl Registry {
         self.dir.path().join("registry.log")
     }
 
+    /// How many requests with `method` to a path starting with `prefix` (such as
+    /// `/v2/mirror/manifests/`) the registry's access log shows.
+    pub fn requests(&self, method: &str, prefix: &str) -> usize {
+        let request = format!("\"{method} {prefix}");
+        self.log().lines().filter(|l| l.contains(&request)).count()
+    }
+
     /// What the registry logged, its access lines among it (one per request).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()

@@ -466,3 +466,199 @@ async fn two_teams_run_the_same_module_and_the_older_object_keeps_a_clashing_nam
     })
     .await
 }
+
+#[tokio::test]
+async fn a_spec_past_the_hosts_maxima_is_refused_and_one_at_them_runs() -> Result<()> {
+    let (client, [a, hostile]) = teams(["team-a", "greedy"]).await?;
+    for namespace in [&a, &hostile] {
+        module_config_map(&client, namespace.name(), "mirror", &guest_wasm("mirror")).await?;
+    }
+    let source = json!({ "configMap": { "name": "mirror", "key": "module.wasm" } });
+    with_host_args(
+        "tenants-maxima",
+        &config(&[&a, &hostile]),
+        &[],
+        async |_host| {
+            create(&client, a.name(), "mirror", source.clone()).await?;
+            let api = wasm_controllers(&client, hostile.name());
+            let mut greedy = source.clone();
+            greedy["pollInterval"] = json!("1ms");
+            let spec = json!({
+                "module": greedy,
+                "maxConcurrency": 1024,
+                "limits": { "memoryBytes": "8Gi", "timeoutMs": 86_400_000, "errorBytes": "1Gi" },
+                "queue": { "qps": 100_000, "baseBackoffMs": 1 },
+            });
+            api.create(&PostParams::default(), &wasm_controller("greedy", spec)?)
+                .await?;
+            let refused =
+                until_condition(&api, "greedy", "Degraded", is("True", "OverMaximum")).await?;
+            let message =
+                condition(&refused, "Degraded").unwrap_or_default()["message"].to_string();
+            for field in [
+                "spec.module.pollInterval",
+                "spec.maxConcurrency",
+                "spec.limits.memoryBytes",
+                "spec.limits.timeoutMs",
+                "spec.limits.errorBytes",
+                "spec.queue.qps",
+                "spec.queue.baseBackoffMs",
+            ] {
+                ensure!(message.contains(field), "{field} not named: {message}");
+            }
+            // At the maxima: it runs, and the other team keeps converging.
+            let spec = json!({
+                "module": source,
+                "maxConcurrency": 16,
+                "limits": { "memoryBytes": "128Mi", "timeoutMs": 60_000 },
+            });
+            api.create(&PostParams::default(), &wasm_controller("at-maxima", spec)?)
+                .await?;
+            until_condition(&api, "at-maxima", "Ready", is("True", "Running")).await?;
+            still_converges(&client, a.name(), "beside-maxima").await
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_guest_draining_slowly_holds_up_no_other_teams_load() -> Result<()> {
+    let (client, [a, hostile]) = teams(["team-a", "sleeper"]).await?;
+    module_config_map(&client, a.name(), "mirror", &guest_wasm("mirror")).await?;
+    module_config_map(&client, hostile.name(), "sleep", &guest_wasm("sleep")).await?;
+    with_host_args(
+        "tenants-drain",
+        &config(&[&a, &hostile]),
+        &[],
+        async |host| {
+            let api = wasm_controllers(&client, hostile.name());
+            let spec = json!({
+                "module": { "configMap": { "name": "sleep", "key": "module.wasm" } },
+                "limits": { "timeoutMs": 60_000 },
+            });
+            api.create(&PostParams::default(), &wasm_controller("sleep", spec)?)
+                .await?;
+            until_condition(&api, "sleep", "Ready", is("True", "Running")).await?;
+            let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), hostile.name());
+            let sleeper: ConfigMap = serde_json::from_value(json!({
+                "metadata": { "name": "zzz", "labels": { "kubewasm.dev/fixture": "sleep" } },
+            }))?;
+            config_maps.create(&PostParams::default(), &sleeper).await?;
+            // A reconcile sleeps for its whole deadline, so deleting the controller drains for it.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            api.delete("sleep", &Default::default()).await?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let started = std::time::Instant::now();
+            let module = json!({ "configMap": { "name": "mirror", "key": "module.wasm" } });
+            create(&client, a.name(), "mirror", module).await?;
+            let a_api = wasm_controllers(&client, a.name());
+            until_condition(&a_api, "mirror", "Ready", is("True", "Running")).await?;
+            let took = started.elapsed();
+            println!("team-a's controller was Ready {took:?} after it was created");
+            ensure!(
+                took < Duration::from_secs(20),
+                "team-a's load waited {took:?}, for the other team's drain"
+            );
+            ensure!(
+                !host.log().contains("its guest is unloaded") || took < Duration::from_secs(20)
+            );
+            still_converges(&client, a.name(), "beside-a-drain").await
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn the_apis_conflicts_after_a_rollout_do_not_roll_back_a_good_revision() -> Result<()> {
+    let (client, [a]) = teams(["team-a"]).await?;
+    let registry = Registry::start();
+    let tag = registry.reference("mirror:live");
+    kubewasm_tests::registry::push(&guest_wasm("mirror"), &tag)?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), a.name());
+    with_host_args("tenants-probation", &config(&[&a]), &[], async |host| {
+        let spec = json!({
+            "module": { "image": tag, "pollInterval": "1s" },
+            "rollback": { "failures": 3, "window": "10m" },
+        });
+        let api = wasm_controllers(&client, a.name());
+        api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+            .await?;
+        until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+        // One source whose mirror another field manager holds at another value: every apply
+        // of it is a 409 Conflict, a key stuck on the API server's answer.
+        let taken: ConfigMap = serde_json::from_value(json!({
+            "metadata": { "name": "stuck-0-mirror" }, "data": { "value": "someone else's" },
+        }))?;
+        config_maps
+            .patch(
+                "stuck-0-mirror",
+                &PatchParams::apply("someone-else"),
+                &Patch::Apply(&taken),
+            )
+            .await?;
+        still_converges(&client, a.name(), "fine").await?;
+        // A new build under the tag; once it runs, a new source whose key fails at once, 5 ms
+        // of backoff apart, on the API server's 409.
+        let v2 = digest_of(&kubewasm_tests::registry::push(
+            &kubewasm_tests::guest_wasm_with("mirror", &["v2"]),
+            &tag,
+        )?)?;
+        let config_maps_ref = &config_maps;
+        kubewasm_tests::eventually("the fine source mirrored by v2", WAIT, || async {
+            let mirror = config_maps_ref.get_opt("fine-mirror").await?;
+            let version = mirror
+                .and_then(|m| m.data)
+                .and_then(|d| d.get("version").cloned());
+            Ok((version.as_deref() == Some("v2")).then_some(()))
+        })
+        .await?;
+        sources(&config_maps, &names("stuck", 0..1)).await?;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let failed = host
+            .log()
+            .lines()
+            .filter(|l| l.contains("reconcile failed") && l.contains("stuck-0"))
+            .count();
+        ensure!(failed >= 3, "the stuck key failed {failed} times");
+        let object = api.get("mirror").await?;
+        let status = &object.data["status"];
+        ensure!(status["digest"] == v2.as_str(), "v2 does not run: {status}");
+        ensure!(
+            status.get("rolledBack").is_none(),
+            "v2 was rolled back: {status}"
+        );
+        let reasons = kubewasm_tests::wasmctl::event_reasons(&client, a.name(), "mirror").await?;
+        ensure!(!reasons.iter().any(|r| r == "RolledBack"), "{reasons:?}");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_tag_is_polled_with_head_requests_only() -> Result<()> {
+    let (client, [a]) = teams(["team-a"]).await?;
+    let registry = Registry::start();
+    let tag = registry.reference("polled:live");
+    kubewasm_tests::registry::push(&guest_wasm("mirror"), &tag)?;
+    with_host_args("tenants-polling", &config(&[&a]), &[], async |_host| {
+        let spec = json!({ "module": { "image": tag, "pollInterval": "1s" } });
+        let api = wasm_controllers(&client, a.name());
+        api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+            .await?;
+        until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+        let (gets, heads) = (
+            registry.requests("GET", "/v2/polled/manifests/"),
+            registry.requests("HEAD", "/v2/polled/manifests/"),
+        );
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let polled = registry.requests("HEAD", "/v2/polled/manifests/") - heads;
+        ensure!(polled >= 3, "{polled} HEAD requests in 6 s of a 1 s poll");
+        ensure!(
+            registry.requests("GET", "/v2/polled/manifests/") == gets,
+            "the manifest was fetched again although it did not change:\n{}",
+            registry.log()
+        );
+        Ok(())
+    })
+    .await
+}
