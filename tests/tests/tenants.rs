@@ -662,3 +662,75 @@ async fn a_tag_is_polled_with_head_requests_only() -> Result<()> {
     })
     .await
 }
+
+/// `kubewasm run` arguments electing a leader on the Lease `tenants-leader` in `namespace`.
+fn election(namespace: &str) -> [&str; 5] {
+    [
+        "--leader-elect",
+        "--leader-election-namespace",
+        namespace,
+        "--leader-election-id",
+        "tenants-leader",
+    ]
+}
+
+#[tokio::test]
+async fn a_standby_that_takes_over_keeps_the_leaders_rollback() -> Result<()> {
+    let (client, [a]) = teams(["team-a"]).await?;
+    let registry = Registry::start();
+    let tag = registry.reference("mirror:live");
+    let v1 = digest_of(&kubewasm_tests::registry::push(
+        &guest_wasm("mirror"),
+        &tag,
+    )?)?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), a.name());
+    let (config, args) = (config(&[&a]), election(a.name()));
+    let leader = HostProcess::start_with("tenants-failover-leader", &config, &args)?;
+    kubewasm_tests::eventually("the first host to lead", WAIT, || async {
+        Ok(leader.log().contains("became leader").then_some(()))
+    })
+    .await?;
+    let standby = HostProcess::start_with("tenants-failover-standby", &config, &args)?;
+    let api = wasm_controllers(&client, a.name());
+    let spec = json!({
+        "module": { "image": tag, "pollInterval": "1s" },
+        "rollback": { "failures": 3, "window": "20s" },
+    });
+    api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+        .await?;
+    until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+    still_converges(&client, a.name(), "first").await?;
+    sources(&config_maps, &names("failing", 0..3)).await?;
+    // A build that fails every reconcile: the leader rolls it back.
+    let bad = digest_of(&kubewasm_tests::registry::push(
+        &kubewasm_tests::guest_wasm_with("mirror", &["fails"]),
+        &tag,
+    )?)?;
+    let rolled = until_condition(&api, "mirror", "Degraded", is("True", "RolledBack")).await?;
+    ensure!(rolled.data["status"]["rolledBack"]["digest"] == bad.as_str());
+    // The standby's own probation of the bad build would have passed by now: it ran nothing.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let stopped = leader.stop()?;
+    ensure!(stopped, "the leader exits cleanly on SIGTERM");
+    with_started_host(standby, async |standby| {
+        kubewasm_tests::eventually("the standby to lead", WAIT, || async {
+            Ok(standby.log().contains("became leader").then_some(()))
+        })
+        .await?;
+        let after = names("after", 0..2);
+        sources(&config_maps, &after).await?;
+        mirrored_by(&config_maps, &after, "v1").await?;
+        let object = api.get("mirror").await?;
+        let status = &object.data["status"];
+        ensure!(
+            status["digest"] == v1.as_str(),
+            "the rolled back build runs: {status}"
+        );
+        ensure!(
+            status["rolledBack"]["digest"] == bad.as_str(),
+            "the rollback is lost: {status}"
+        );
+        Ok(())
+    })
+    .await
+}
