@@ -92,16 +92,19 @@ async fn main() -> anyhow::Result<ExitCode> {
                 };
                 (replica, None)
             };
+            let store = args
+                .module_store_dir
+                .or_else(ModuleStore::default_dir)
+                .map_or_else(ModuleStore::none, ModuleStore::new)
+                .with_max_bytes(args.module_store_size);
             let mut runtime = Runtime::new()?;
             if !args.no_compile_cache
                 && let Some(dir) = args.compile_cache_dir.or_else(CompileCache::default_dir)
             {
-                runtime = runtime.with_compile_cache(dir);
+                runtime = runtime
+                    .with_compile_cache(dir)
+                    .with_compile_cache_bound(args.compile_cache_size, store.named());
             }
-            let store = args
-                .module_store_dir
-                .or_else(ModuleStore::default_dir)
-                .map_or_else(ModuleStore::none, ModuleStore::new);
             let workers = replica.gate.clone();
             let host = Host::start(
                 &config,

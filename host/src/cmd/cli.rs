@@ -169,6 +169,13 @@ pub struct RunArgs {
     /// ~/.cache/kubewasm/modules.
     #[arg(long)]
     pub module_store_dir: Option<PathBuf>,
+    /// The most the module store holds (a quantity: 2Gi); past it, the modules read least
+    /// recently that no WasmController or revision names are removed.
+    #[arg(long, value_parser = parse_quantity, default_value = "2Gi")]
+    pub module_store_size: u64,
+    /// The most the compile cache holds (a quantity: 4Gi), bounded as the module store.
+    #[arg(long, value_parser = parse_quantity, default_value = "4Gi")]
+    pub compile_cache_size: u64,
     /// Compiles every module at start-up and reload instead of using the compile cache.
     #[arg(long, conflicts_with = "compile_cache_dir")]
     pub no_compile_cache: bool,

@@ -26,7 +26,7 @@
 //! leader does. Once the host's gate opens every object is handled again, which writes its
 //! status as this replica runs it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -1396,6 +1396,7 @@ impl Objects {
                     tallies.push((key.clone(), state.uid.clone(), counters));
                 }
             }
+            self.registries.store().name(named(&states));
             drop(states);
             for key in bad {
                 let _ = self.sender.send(key);
@@ -1954,6 +1955,24 @@ fn key(object: &DynamicObject) -> Option<ObjectKey> {
         object.metadata.namespace.clone()?,
         object.metadata.name.clone()?,
     ))
+}
+
+/// The module digests (hex) the objects run or their revisions name: kept in the module store
+/// and the compile cache whatever their bounds.
+fn named(states: &HashMap<ObjectKey, State>) -> HashSet<String> {
+    let hex = |digest: &str| digest.strip_prefix("sha256:").unwrap_or(digest).to_owned();
+    states
+        .values()
+        .flat_map(|state| {
+            let running = state.applied.as_ref().map(|a| a.module.digest.clone());
+            let revisions = state
+                .history
+                .revisions
+                .iter()
+                .map(|r| hex(&r.module_digest));
+            running.into_iter().chain(revisions)
+        })
+        .collect()
 }
 
 /// `period` stretched or shrunk at random by up to 10%.

@@ -6,6 +6,9 @@
 //! a host built differently never reads another's entry. Entries are written to a temporary file
 //! and renamed into place: a reader sees a whole entry or none.
 //!
+//! The cache holds at most its bound ([`DEFAULT_MAX_BYTES`] unless set): past it, the entries
+//! read least recently that no object or revision names go (see [`crate::wasm::evict`]).
+//!
 //! **Warning:** loading an entry runs the native code in it. The cache directory must be writable
 //! by the host alone (an `emptyDir` in a pod, the user's cache directory on a workstation).
 
@@ -14,6 +17,11 @@ use std::path::{Path, PathBuf};
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+use crate::wasm::evict::{self, Named};
+
+/// The default bound of a compile cache: 4 GiB.
+pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;
 
 /// Why an entry could not be written. Failing to write only costs the next start a compilation.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +53,8 @@ pub fn cache_dir(leaf: &str) -> Option<PathBuf> {
 pub struct CompileCache {
     dir: PathBuf,
     engine_key: String,
+    max_bytes: u64,
+    named: Named,
 }
 
 impl CompileCache {
@@ -56,7 +66,17 @@ impl CompileCache {
         Self {
             dir: dir.into(),
             engine_key: format!("{:016x}", hasher.finish()),
+            max_bytes: DEFAULT_MAX_BYTES,
+            named: Named::default(),
         }
+    }
+
+    /// This cache with at most `max_bytes` of entries, never removing those `named`.
+    #[must_use]
+    pub fn bounded(mut self, max_bytes: u64, named: Named) -> Self {
+        self.max_bytes = max_bytes;
+        self.named = named;
+        self
     }
 
     /// The default directory: `$XDG_CACHE_HOME/kubewasm/compiled`, else
@@ -77,7 +97,10 @@ impl CompileCache {
             return None;
         }
         match deserialize(engine, &path) {
-            Ok(component) => Some(component),
+            Ok(component) => {
+                evict::touch(&path);
+                Some(component)
+            }
             Err(error) => {
                 tracing::warn!(path = %path.display(), %error, "discarding unusable compiled module");
                 let _ = std::fs::remove_file(&path);
@@ -102,7 +125,17 @@ impl CompileCache {
         std::fs::rename(&temporary, &path).map_err(|source| {
             let _ = std::fs::remove_file(&temporary);
             write_error(source)
-        })
+        })?;
+        let suffix = format!("-{}.cwasm", self.engine_key);
+        let digest_of = |name: &str| name.strip_suffix(suffix.as_str()).map(str::to_owned);
+        evict::trim(
+            &self.dir,
+            self.max_bytes,
+            digest_of,
+            (digest, &self.named),
+            |_| Vec::new(),
+        );
+        Ok(())
     }
 }
 
@@ -138,5 +171,23 @@ mod tests {
         assert!(cache.get(&engine, "abc").is_none());
         assert!(!cache.entry("abc").exists(), "the corrupt entry is removed");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn past_its_bound_the_cache_keeps_the_named_and_the_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::default();
+        let component = Component::new(&engine, wat::parse_str(COMPONENT).unwrap()).unwrap();
+        let size = component.serialize().unwrap().len() as u64;
+        let named = Named::default();
+        named.set(["named".to_owned()].into());
+        let cache = CompileCache::new(dir.path(), &engine).bounded(2 * size, named);
+        for digest in ["named", "old", "new"] {
+            cache.put(digest, &component).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(cache.entry("named").exists());
+        assert!(!cache.entry("old").exists(), "read least recently");
+        assert!(cache.entry("new").exists());
     }
 }

@@ -11,6 +11,7 @@ pub mod compile_cache;
 pub mod declaration;
 pub mod dispatch;
 pub mod env;
+pub mod evict;
 pub mod fixture;
 pub mod imports;
 pub mod imports_0_1;

@@ -25,6 +25,7 @@ use wasmtime_wasi::{Deterministic, HostWallClock, WasiCtx};
 use crate::wasm::bindings::{GuestPre, kubewasm, v0_1};
 use crate::wasm::compile_cache::CompileCache;
 use crate::wasm::env::CallContext;
+use crate::wasm::evict::Named;
 use crate::wasm::limits::Capture;
 use crate::wasm::state::{CallState, Limits};
 use crate::wasm::{imports, imports_0_1};
@@ -184,6 +185,13 @@ impl Runtime {
     /// Keeps compiled modules in `dir` across restarts (see [`CompileCache`]).
     pub fn with_compile_cache(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
         self.cache = Some(CompileCache::new(dir, &self.engine));
+        self
+    }
+
+    /// Bounds the compile cache to `max_bytes`, never removing the modules `named`.
+    #[must_use]
+    pub fn with_compile_cache_bound(mut self, max_bytes: u64, named: Named) -> Self {
+        self.cache = self.cache.map(|c| c.bounded(max_bytes, named));
         self
     }
 

@@ -17,11 +17,11 @@
 use std::collections::HashSet;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use sha2::Digest as _;
 
 use crate::wasm::compile_cache::cache_dir;
+use crate::wasm::evict::{self, Named};
 use crate::wasm::module::sha256_hex;
 
 /// The default bound of a store: 2 GiB.
@@ -45,7 +45,7 @@ pub struct ModuleStore {
     dir: Option<PathBuf>,
     max_bytes: u64,
     /// The digests an object or a revision names: never removed to make room.
-    named: Arc<Mutex<HashSet<String>>>,
+    named: Named,
 }
 
 impl Default for ModuleStore {
@@ -60,7 +60,7 @@ impl ModuleStore {
         Self {
             dir: Some(dir.into()),
             max_bytes: DEFAULT_MAX_BYTES,
-            named: Arc::default(),
+            named: Named::default(),
         }
     }
 
@@ -76,7 +76,7 @@ impl ModuleStore {
         Self {
             dir: None,
             max_bytes: 0,
-            named: Arc::default(),
+            named: Named::default(),
         }
     }
 
@@ -99,11 +99,7 @@ impl ModuleStore {
         let path = self.entry(digest)?;
         let bytes = std::fs::read(&path).ok()?;
         if sha256_hex(&bytes) == digest {
-            // Read recently: the last to be removed for room.
-            let _ = std::fs::File::options()
-                .append(true)
-                .open(&path)
-                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+            evict::touch(&path);
             return Some(bytes);
         }
         tracing::warn!(path = %path.display(), "discarding a damaged stored module");
@@ -148,9 +144,14 @@ impl ModuleStore {
     }
 
     /// Replaces the digests objects and their revisions name, which are never removed to make
-    /// room.
+    /// room (here, and in a compile cache given [`Self::named`]).
     pub fn name(&self, digests: HashSet<String>) {
-        *self.named.lock().expect("named modules lock") = digests;
+        self.named.set(digests);
+    }
+
+    /// The digests named, to share with a compile cache.
+    pub fn named(&self) -> Named {
+        self.named.clone()
     }
 
     /// Records that `access` took the module `digest` from its source (its credentials
@@ -226,45 +227,14 @@ impl ModuleStore {
     /// Removes the entries read least recently, but `kept` and those named, until the store
     /// holds at most its bound.
     fn trim(&self, kept: &str) {
-        let Some(dir) = &self.dir else {
-            return;
-        };
-        let Ok(listing) = std::fs::read_dir(dir) else {
-            return;
-        };
-        let mut entries: Vec<(std::time::SystemTime, u64, String)> = listing
-            .flatten()
-            .filter_map(|entry| {
-                let name = entry.file_name().into_string().ok()?;
-                let digest = name.strip_suffix(".wasm").filter(|d| is_digest(d))?;
-                let meta = entry.metadata().ok()?;
-                Some((meta.modified().ok()?, meta.len(), digest.to_owned()))
-            })
-            .collect();
-        let mut total: u64 = entries.iter().map(|(_, size, _)| size).sum();
-        if total <= self.max_bytes {
-            return;
-        }
-        entries.sort();
-        let named = self.named.lock().expect("named modules lock").clone();
-        for (_, size, digest) in entries {
-            if total <= self.max_bytes {
-                break;
-            }
-            if digest == kept || named.contains(&digest) {
-                continue;
-            }
-            let _ = std::fs::remove_file(dir.join(format!("{digest}.wasm")));
-            let _ = std::fs::remove_file(dir.join(format!("{digest}.access")));
-            total = total.saturating_sub(size);
-            tracing::info!(%digest, "stored module removed to keep the store under its bound");
-        }
-        if total > self.max_bytes {
-            tracing::warn!(
-                bytes = total,
-                bound = self.max_bytes,
-                "the modules objects and revisions name hold more than the module store's bound"
-            );
+        if let Some(dir) = &self.dir {
+            let digest = |name: &str| {
+                name.strip_suffix(".wasm")
+                    .filter(|d| is_digest(d))
+                    .map(str::to_owned)
+            };
+            let access = |digest: &str| vec![format!("{digest}.access")];
+            evict::trim(dir, self.max_bytes, digest, (kept, &self.named), access);
         }
     }
 }
