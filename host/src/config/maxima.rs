@@ -16,26 +16,11 @@ use super::{ConfigError, Limits, ModuleConfig, QueueConfig, byte_size, millis, p
 /// The bounds of `controllers.maxima`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Maxima {
-    /// The longest deadline of one reconcile.
-    pub timeout: Duration,
-    /// The most linear memory of one instance.
-    pub memory_bytes: u64,
-    /// The longest deadline of one API call.
-    pub host_call_timeout: Duration,
-    /// The largest write.
-    pub write_bytes: u64,
-    /// The most log output of one call.
-    pub log_bytes: u64,
-    /// The longest error message.
-    pub error_bytes: u64,
-    /// The most keys of one `map-keys` call.
-    pub map_keys: u32,
-    /// The most guest lines per second into the host's log.
-    pub log_lines_per_second: u32,
+    /// The most of each limit; `instances` is the most instances alive at once, the guest's
+    /// share of the host's pool.
+    pub limits: Limits,
     /// The most workers.
     pub max_concurrency: u32,
-    /// The most instances alive at once: the guest's share of the host's pool.
-    pub instances: u32,
     /// The shortest `pollInterval`.
     pub min_poll: Duration,
     /// The shortest resync period.
@@ -51,16 +36,18 @@ pub struct Maxima {
 impl Default for Maxima {
     fn default() -> Self {
         Self {
-            timeout: Duration::from_secs(60),
-            memory_bytes: 128 << 20,
-            host_call_timeout: Duration::from_secs(30),
-            write_bytes: 3 << 20,
-            log_bytes: 1 << 20,
-            error_bytes: 64 << 10,
-            map_keys: 100_000,
-            log_lines_per_second: 1_000,
+            limits: Limits {
+                timeout: Duration::from_secs(60),
+                memory_bytes: 128 << 20,
+                host_call_timeout: Duration::from_secs(30),
+                write_bytes: 3 << 20,
+                log_bytes: 1 << 20,
+                error_bytes: 64 << 10,
+                map_keys: 100_000,
+                log_lines_per_second: 1_000,
+                instances: 16,
+            },
             max_concurrency: 16,
-            instances: 16,
             min_poll: Duration::from_secs(10),
             min_resync: Duration::from_secs(60),
             qps: 50,
@@ -96,6 +83,7 @@ impl RawMaxima {
     pub(super) fn validate(self) -> Result<Maxima, ConfigError> {
         let at = |field: &str| format!("controllers.maxima.{field}");
         let d = Maxima::default();
+        let l = d.limits;
         let size = |value: Option<serde_yaml::Value>, default: u64, field: &str| {
             value.map_or(Ok(default), |v| {
                 byte_size(&v, 1).map_err(|m| super::invalid(at(field), m))
@@ -105,25 +93,28 @@ impl RawMaxima {
             Some(0) => Err(super::invalid(at(field), "0 is not at least 1")),
             value => Ok(value.unwrap_or(default)),
         };
-        Ok(Maxima {
-            timeout: millis(self.timeout_ms, d.timeout, at("timeoutMs"))?,
-            memory_bytes: size(self.memory_bytes, d.memory_bytes, "memoryBytes")?,
+        let limits = Limits {
+            timeout: millis(self.timeout_ms, l.timeout, at("timeoutMs"))?,
+            memory_bytes: size(self.memory_bytes, l.memory_bytes, "memoryBytes")?,
             host_call_timeout: millis(
                 self.host_call_timeout_ms,
-                d.host_call_timeout,
+                l.host_call_timeout,
                 at("hostCallTimeoutMs"),
             )?,
-            write_bytes: size(self.write_bytes, d.write_bytes, "writeBytes")?,
-            log_bytes: size(self.log_bytes, d.log_bytes, "logBytes")?,
-            error_bytes: size(self.error_bytes, d.error_bytes, "errorBytes")?,
-            map_keys: count(self.map_keys, d.map_keys, "mapKeys")?,
+            write_bytes: size(self.write_bytes, l.write_bytes, "writeBytes")?,
+            log_bytes: size(self.log_bytes, l.log_bytes, "logBytes")?,
+            error_bytes: size(self.error_bytes, l.error_bytes, "errorBytes")?,
+            map_keys: count(self.map_keys, l.map_keys, "mapKeys")?,
             log_lines_per_second: count(
                 self.log_lines_per_second,
-                d.log_lines_per_second,
+                l.log_lines_per_second,
                 "logLinesPerSecond",
             )?,
+            instances: count(self.instances, l.instances, "instances")?,
+        };
+        Ok(Maxima {
+            limits,
             max_concurrency: count(self.max_concurrency, d.max_concurrency, "maxConcurrency")?,
-            instances: count(self.instances, d.instances, "instances")?,
             min_poll: self
                 .poll_interval
                 .map(|p| parse_duration(&p).map_err(|m| super::invalid(at("pollInterval"), m)))
@@ -262,40 +253,46 @@ impl Maxima {
     }
 
     fn limit(&self, bound: &mut Bound<'_>, limits: &mut Limits) {
-        let s = bound.set.limits;
+        let (s, m) = (bound.set.limits, &self.limits);
         let ms = |d: Duration| format!("{}", d.as_millis());
+        bound.at_most(s[0], "limits.timeoutMs", &mut limits.timeout, m.timeout, ms);
+        let memory = &mut limits.memory_bytes;
+        bound.at_most(s[1], "limits.memoryBytes", memory, m.memory_bytes, bytes);
+        let call = &mut limits.host_call_timeout;
         bound.at_most(
-            s[0],
-            "limits.timeoutMs",
-            &mut limits.timeout,
-            self.timeout,
+            s[2],
+            "limits.hostCallTimeoutMs",
+            call,
+            m.host_call_timeout,
             ms,
         );
-        let (memory, max) = (&mut limits.memory_bytes, self.memory_bytes);
-        bound.at_most(s[1], "limits.memoryBytes", memory, max, bytes);
-        let (call, max) = (&mut limits.host_call_timeout, self.host_call_timeout);
-        bound.at_most(s[2], "limits.hostCallTimeoutMs", call, max, ms);
-        let (write, max) = (&mut limits.write_bytes, self.write_bytes);
-        bound.at_most(s[3], "limits.writeBytes", write, max, bytes);
+        let write = &mut limits.write_bytes;
+        bound.at_most(s[3], "limits.writeBytes", write, m.write_bytes, bytes);
         bound.at_most(
             s[4],
             "limits.logBytes",
             &mut limits.log_bytes,
-            self.log_bytes,
+            m.log_bytes,
             bytes,
         );
-        let (error, max) = (&mut limits.error_bytes, self.error_bytes);
-        bound.at_most(s[5], "limits.errorBytes", error, max, bytes);
+        let error = &mut limits.error_bytes;
+        bound.at_most(s[5], "limits.errorBytes", error, m.error_bytes, bytes);
         bound.at_most(
             s[6],
             "limits.mapKeys",
             &mut limits.map_keys,
-            self.map_keys,
+            m.map_keys,
             num,
         );
-        let (lines, max) = (&mut limits.log_lines_per_second, self.log_lines_per_second);
-        bound.at_most(s[7], "limits.logLinesPerSecond", lines, max, num);
-        limits.instances = limits.instances.min(self.instances);
+        let lines = &mut limits.log_lines_per_second;
+        bound.at_most(
+            s[7],
+            "limits.logLinesPerSecond",
+            lines,
+            m.log_lines_per_second,
+            num,
+        );
+        limits.instances = limits.instances.min(m.instances);
     }
 
     fn retry(&self, bound: &mut Bound<'_>, queue: &mut QueueConfig) {
@@ -366,10 +363,8 @@ mod tests {
 
     #[test]
     fn what_a_spec_leaves_out_is_brought_within_the_bounds() {
-        let maxima = Maxima {
-            memory_bytes: 16 << 20,
-            ..Maxima::default()
-        };
+        let mut maxima = Maxima::default();
+        maxima.limits.memory_bytes = 16 << 20;
         let mut module = module();
         maxima
             .enforce(&mut module, Some(Duration::from_secs(300)), &Set::default())

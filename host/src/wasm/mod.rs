@@ -20,6 +20,7 @@ pub mod module;
 pub mod oci;
 pub mod permissions;
 pub mod pull;
+pub mod registry_error;
 pub mod runtime;
 pub mod state;
 pub mod store;

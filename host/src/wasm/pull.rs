@@ -30,7 +30,7 @@ use reqwest::{Method, StatusCode};
 use sha2::Digest as _;
 
 use crate::wasm::module::sha256_hex;
-use crate::wasm::oci::OciError;
+use crate::wasm::registry_error::OciError;
 
 /// The largest manifest read: real ones are a few hundred bytes.
 pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
