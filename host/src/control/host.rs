@@ -23,7 +23,6 @@
 //! abandons a reload in progress and drains every guest at once.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,6 +38,7 @@ use crate::cluster::watch::{Informer, Informers, Resources};
 use crate::config::{Config, ModuleConfig, QueueConfig};
 use crate::control::access;
 use crate::control::controller::{Controller, Settings};
+use crate::control::names::{GuestKey, Names, default_name};
 use crate::control::objects::{self, Guests, Loaded, ObjectKey, Refusal};
 use crate::control::orphans::Orphans;
 use crate::control::reload;
@@ -151,38 +151,6 @@ impl HostError {
     }
 }
 
-/// What a running guest is known by: its file in the configuration, or its controller object.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum GuestKey {
-    /// A module of the configuration file.
-    File(PathBuf),
-    /// A WasmController object.
-    Object {
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-    },
-}
-
-impl std::fmt::Display for GuestKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::File(path) => write!(f, "the module file {}", path.display()),
-            Self::Object { namespace, name } => write!(f, "WasmController {namespace}/{name}"),
-        }
-    }
-}
-
-impl From<&ObjectKey> for GuestKey {
-    fn from((namespace, name): &ObjectKey) -> Self {
-        Self::Object {
-            namespace: namespace.clone(),
-            name: name.clone(),
-        }
-    }
-}
-
 /// Counters of module loads.
 #[derive(Debug, Default)]
 pub struct LoadCounters {
@@ -220,11 +188,8 @@ struct Shared {
     /// One load, swap or unload at a time per guest, and none waits for another guest's: a
     /// guest that drains slowly holds up only its own next load.
     loading: Mutex<BTreeMap<GuestKey, Arc<tokio::sync::Mutex<()>>>>,
-    /// Which guest holds each controller name. An object's guest claims a name held by the
-    /// guest of a younger object (a file's module is older than every object).
-    names: Mutex<BTreeMap<String, GuestKey>>,
-    /// When each object whose guest runs or loads was created, as its claim to its name.
-    created: Mutex<BTreeMap<GuestKey, String>>,
+    /// Which guest holds each controller name.
+    names: Names,
     /// What the API server must allow the host for each object's guest, reviewed again from
     /// time to time.
     needs: Mutex<BTreeMap<GuestKey, Vec<Requirement>>>,
@@ -264,8 +229,7 @@ impl Host {
             guests: Mutex::default(),
             rescanning: tokio::sync::Mutex::default(),
             loading: Mutex::default(),
-            names: Mutex::default(),
-            created: Mutex::default(),
+            names: Names::default(),
             needs: Mutex::default(),
             tasks: TaskTracker::new(),
             counters: LoadCounters::default(),
@@ -300,11 +264,7 @@ impl Host {
             loaded.push((GuestKey::File(path.to_owned()), settings, module));
         }
         for (key, settings, module) in loaded {
-            shared
-                .names
-                .lock()
-                .expect("names lock")
-                .insert(settings.name.clone(), key.clone());
+            shared.names.hold(&settings.name, &key);
             log_loaded(&settings.name, &module, "module loaded");
             shared.install(key, module, settings);
         }
@@ -717,52 +677,22 @@ impl Shared {
         };
         controller.shut_down().await;
         self.remove(key, &controller);
-        self.release_name(key, controller.name());
+        self.names.release(key, controller.name());
         self.orphan(&controller);
         self.counters.unloaded.fetch_add(1, Ordering::Relaxed);
         tracing::info!(guest = %controller.name(), "guest unloaded");
         true
     }
 
-    /// Claims the controller name `name` for `key`. When the guest of a younger object holds
-    /// it, `key` takes it and that guest is returned, to be stopped; when an older claim holds
-    /// it, the error names its holder.
+    /// Claims the controller name `name` for `key`: the younger guest that held it, to be
+    /// stopped, if any.
     fn claim_name(&self, key: &GuestKey, name: &str) -> Result<Option<GuestKey>, HostError> {
-        let mut names = self.names.lock().expect("names lock");
-        let Some(holder) = names.get(name).filter(|h| *h != key).cloned() else {
-            names.insert(name.to_owned(), key.clone());
-            return Ok(None);
-        };
-        if !self.precedes(key, &holder) {
-            return Err(HostError::DuplicateName {
+        self.names
+            .claim(key, name)
+            .map_err(|holder| HostError::DuplicateName {
                 name: name.to_owned(),
                 holder: holder.to_string(),
-            });
-        }
-        names.insert(name.to_owned(), key.clone());
-        Ok(Some(holder))
-    }
-
-    /// Gives up `name`, if `key` holds it.
-    fn release_name(&self, key: &GuestKey, name: &str) {
-        let mut names = self.names.lock().expect("names lock");
-        if names.get(name) == Some(key) {
-            names.remove(name);
-        }
-    }
-
-    /// Whether `key`'s claim to a name comes before `other`'s: a file's before an object's, an
-    /// older object's before a younger one's (ties broken by namespace and name), so every
-    /// replica picks the same winner whatever order it loads them in.
-    fn precedes(&self, key: &GuestKey, other: &GuestKey) -> bool {
-        let created = self.created.lock().expect("created lock");
-        let claim = |k: &GuestKey| match k {
-            GuestKey::File(_) => None,
-            GuestKey::Object { .. } => {
-                Some((created.get(k).cloned().unwrap_or_default(), k.clone()))
-            }
-        };
-        claim(key) < claim(other)
+            })
     }
 
     /// Stops the guest of `key`, whose name an older claim took.
@@ -810,7 +740,7 @@ impl Shared {
         if let Some(old) = current.as_ref().map(|c| c.name().to_owned())
             && old != settings.name
         {
-            self.release_name(&key, &old);
+            self.names.release(&key, &old);
         }
         match current {
             Some(controller)
@@ -884,10 +814,7 @@ impl Guests for Shared {
         config: &ModuleConfig,
     ) -> Result<(Loaded, Arc<Module>, String), Refusal> {
         let key = GuestKey::from(key);
-        self.created
-            .lock()
-            .expect("created lock")
-            .insert(key.clone(), created.to_owned());
+        self.names.created(&key, created);
         match self.put(key.clone(), origin, bytes, config).await {
             Ok(loaded) => {
                 let controller = self.guest(&key).ok_or(Refusal {
@@ -916,7 +843,7 @@ impl Guests for Shared {
     async fn stop(&self, key: &ObjectKey) -> bool {
         let key = GuestKey::from(key);
         let stopped = self.unload(&key).await;
-        self.created.lock().expect("created lock").remove(&key);
+        self.names.forget(&key);
         self.needs.lock().expect("needs lock").remove(&key);
         stopped
     }
@@ -970,25 +897,6 @@ fn same_settings(running: &Settings, new: &Settings) -> bool {
         retired_finalizers: Vec::new(),
         ..new.clone()
     }
-}
-
-/// The name of a guest whose configuration names none: the name its module declares, and for a
-/// WasmController confined to its namespace `<namespace>.<declared>`, so that teams running the
-/// same module never clash (neither part holds a dot). Past 63 characters it is cut and ends in
-/// a digest of the whole.
-fn default_name(config: &ModuleConfig, declared: &str) -> String {
-    let [namespace] = config.namespaces.as_slice() else {
-        return declared.to_owned();
-    };
-    if !config.confined {
-        return declared.to_owned();
-    }
-    let full = format!("{namespace}.{declared}");
-    if full.len() <= 63 {
-        return full;
-    }
-    let digest = &module::sha256_hex(full.as_bytes())[..8];
-    format!("{}-{digest}", full[..54].trim_end_matches(['-', '.']))
 }
 
 /// Reads a configured module file.
@@ -1123,24 +1031,6 @@ mod tests {
         assert_eq!(settings.resync, Some(Duration::from_secs(600)));
         assert!(settings.namespaces.is_empty());
         assert_eq!(settings.grants, None);
-    }
-
-    #[test]
-    fn a_confined_object_s_guest_is_named_after_its_namespace() {
-        let mut config = Config::from_yaml("modules:\n  - path: a.wasm\n", Path::new("/m"))
-            .unwrap()
-            .modules
-            .remove(0);
-        assert_eq!(default_name(&config, "podset"), "podset");
-        config.namespaces = vec!["team-a".into()];
-        assert_eq!(default_name(&config, "podset"), "podset", "not confined");
-        config.confined = true;
-        assert_eq!(default_name(&config, "podset"), "team-a.podset");
-        config.namespaces = vec!["n".repeat(63)];
-        let long = default_name(&config, "podset");
-        assert_eq!(long.len(), 63, "{long}");
-        assert!(long.starts_with(&"n".repeat(54)), "{long}");
-        assert_ne!(long, default_name(&config, "other"));
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@ pub mod apply;
 pub mod controller;
 pub mod events;
 pub mod host;
+pub mod names;
 pub mod objects;
 pub mod orphans;
 pub mod queue;

@@ -43,7 +43,6 @@ use kube::api::{
 use kube::runtime::watcher;
 use oci_client::secrets::RegistryAuth;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -52,6 +51,7 @@ use crate::cluster::leader;
 use crate::config::controller::{self, ControllerSpec, ControllersConfig};
 use crate::config::{Config, KeyRef, ModuleConfig, QueueConfig, Source};
 use crate::control::apply::event_name;
+use crate::control::queue::{Lanes, WorkQueue};
 use crate::control::revisions::{self, History, Probation, Revision};
 use crate::control::tally::Tally;
 use crate::wasm::declaration::Mapping;
@@ -69,8 +69,14 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 const TALLY_EVERY: Duration = Duration::from_secs(10);
 /// Who reports the Events on controller objects.
 const REPORTER: &str = "kubewasm.dev/host";
-/// First and largest delay before a failed fetch is tried again.
-const BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(300));
+/// The retries of a failed fetch: backoff doubling from 1 s to 5 minutes per object, with no
+/// shared bucket to speak of.
+const RETRIES: QueueConfig = QueueConfig {
+    base_delay: Duration::from_secs(1),
+    max_delay: Duration::from_secs(300),
+    qps: 1_000_000,
+    burst: 1_000_000,
+};
 
 /// An object's namespace and name.
 pub type ObjectKey = (String, String);
@@ -208,6 +214,69 @@ fn pull_failed(error: oci::OciError) -> Refusal {
     }
 }
 
+/// An object being handled, its spec, and the module fetched for it.
+struct Handled<'a> {
+    key: &'a ObjectKey,
+    object: &'a DynamicObject,
+    spec: &'a ControllerSpec,
+    generation: i64,
+    fetched: Fetched,
+}
+
+/// What [`decide`] decides on, once an object's module is fetched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Facts {
+    /// The digest (hex) of the module fetched.
+    fetched: String,
+    /// The digest (hex) of the module that runs, and whether it runs with the spec's settings.
+    running: Option<(String, bool)>,
+    /// Whether the fetched module was refused for good for this spec.
+    refused_before: bool,
+    /// Whether the fetched module was rolled back for this spec (and rollback is on).
+    rolled_back: bool,
+    /// Whether rolling the fetched module back failed for good for this spec.
+    failed_for_good: bool,
+}
+
+/// What an object's handling does once its module is fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Nothing: it was refused for good, or runs on because its rollback failed for good.
+    Skip,
+    /// Roll back the running module, which is the fetched one, found failing meanwhile.
+    RollBack,
+    /// Run the last good revision: the fetched module was rolled back and nothing runs.
+    Restore,
+    /// Say that the fetched module was rolled back; another runs.
+    KeepRolledBack,
+    /// Run the fetched module: it is new, or runs with other settings.
+    Run,
+    /// It runs already as the spec says: write that it is Ready.
+    Confirm,
+}
+
+/// What to do with a fetched module, given `facts`: a refusal for good stands until the spec or
+/// the module changes; a module rolled back for this spec never runs again (the last good
+/// revision runs instead); anything else runs, unless it runs already as the spec says.
+fn decide(facts: &Facts) -> Step {
+    if facts.refused_before {
+        return Step::Skip;
+    }
+    let running_fetched = facts.running.as_ref().filter(|(d, _)| *d == facts.fetched);
+    if facts.rolled_back {
+        return match (&facts.running, running_fetched) {
+            (_, Some(_)) if facts.failed_for_good => Step::Skip,
+            (_, Some(_)) => Step::RollBack,
+            (None, None) => Step::Restore,
+            (Some(_), None) => Step::KeepRolledBack,
+        };
+    }
+    match running_fetched {
+        Some((_, true)) => Step::Confirm,
+        _ => Step::Run,
+    }
+}
+
 /// A revision run again for an object.
 struct Restored {
     origin: String,
@@ -235,7 +304,6 @@ pub fn spawn(
         },
         store,
     );
-    let (sender, receiver) = mpsc::unbounded_channel();
     let objects = Arc::new(Objects {
         client,
         settings,
@@ -243,10 +311,8 @@ pub fn spawn(
         registries,
         latest: Mutex::default(),
         states: tokio::sync::Mutex::default(),
-        timers: Mutex::default(),
         artifacts: Mutex::default(),
-        failures: Mutex::default(),
-        sender,
+        work: WorkQueue::new(RETRIES, Lanes::new(1)),
         tasks: tasks.clone(),
         closing: closing.clone(),
         gate,
@@ -285,7 +351,7 @@ pub fn spawn(
     let closing = objects.closing.clone();
     tasks.spawn(async move {
         tokio::select! {
-            () = objects.work(receiver, guests) => {}
+            () = objects.work(guests) => {}
             () = closing.cancelled() => {}
         }
     });
@@ -300,13 +366,11 @@ struct Objects {
     latest: Mutex<BTreeMap<ObjectKey, DynamicObject>>,
     /// What runs for each object, and its revisions.
     states: tokio::sync::Mutex<HashMap<ObjectKey, State>>,
-    /// The newest timer of each object: an older one that fires does nothing.
-    timers: Mutex<HashMap<ObjectKey, u64>>,
     /// The artifact each object's image resolved to last, with its own credentials.
     artifacts: Mutex<HashMap<ObjectKey, Artifact>>,
-    /// Consecutive transient failures of each object, for its backoff.
-    failures: Mutex<HashMap<ObjectKey, u32>>,
-    sender: mpsc::UnboundedSender<ObjectKey>,
+    /// The objects to handle: each one at a time, again after a change, a poll interval or
+    /// its backoff after a transient failure.
+    work: WorkQueue<ObjectKey>,
     tasks: TaskTracker,
     closing: CancellationToken,
     /// Status and Events wait until it opens: a standby loads modules but writes nothing.
@@ -378,7 +442,7 @@ impl Objects {
                     latest.extend(listed);
                     drop(latest);
                     for key in gone.into_iter().chain(changed) {
-                        let _ = self.sender.send(key);
+                        self.work.add(key, ());
                     }
                 }
                 Ok(watcher::Event::Apply(object)) => {
@@ -393,14 +457,14 @@ impl Objects {
                         let follow = !self.gate.is_open()
                             && recorded_image(old.as_ref()) != recorded_image(Some(&object));
                         if changed(old.as_ref(), &object) || follow {
-                            let _ = self.sender.send(key);
+                            self.work.add(key, ());
                         }
                     }
                 }
                 Ok(watcher::Event::Delete(object)) => {
                     if let Some(key) = key(&object) {
                         self.latest.lock().expect("objects lock").remove(&key);
-                        let _ = self.sender.send(key);
+                        self.work.add(key, ());
                     }
                 }
                 Err(error) => {
@@ -412,45 +476,21 @@ impl Objects {
     }
 
     /// Handles queued objects side by side, each in a task of its own, so that a slow registry
-    /// holds up only the objects that name it. One object is handled once at a time: queued
-    /// again meanwhile, it is handled once more when it is done.
-    async fn work(
-        self: &Arc<Self>,
-        mut receiver: mpsc::UnboundedReceiver<ObjectKey>,
-        guests: Weak<dyn Guests>,
-    ) {
-        // The objects being handled, each with whether it was queued again meanwhile.
-        let mut busy: HashMap<ObjectKey, bool> = HashMap::new();
-        let (done, mut finished) = mpsc::unbounded_channel::<ObjectKey>();
-        loop {
-            let key = tokio::select! {
-                Some(key) = receiver.recv() => {
-                    if let Some(again) = busy.get_mut(&key) {
-                        *again = true;
-                        continue;
-                    }
-                    key
-                }
-                Some(key) = finished.recv() => {
-                    if busy.remove(&key) != Some(true) {
-                        continue;
-                    }
-                    key
-                }
-                else => return,
-            };
+    /// holds up only the objects that name it. The queue hands an object out once at a time:
+    /// queued again meanwhile, it is handled once more when it is done.
+    async fn work(self: &Arc<Self>, guests: Weak<dyn Guests>) {
+        self.work.serve();
+        while let Some(item) = self.work.next().await {
             let Some(guests) = guests.upgrade() else {
                 return;
             };
-            busy.insert(key.clone(), false);
             let (objects, closing) = (self.clone(), self.closing.clone());
-            let done = Done(done.clone(), Some(key.clone()));
             self.tasks.spawn(async move {
+                let done = Done(objects.clone(), item.key);
                 tokio::select! {
-                    () = objects.reconcile(&key, guests.as_ref()) => {}
+                    () = objects.reconcile(&done.1, guests.as_ref()) => {}
                     () = closing.cancelled() => {}
                 }
-                drop(done);
             });
         }
     }
@@ -465,68 +505,29 @@ impl Objects {
             .cloned()
             .collect();
         for key in keys {
-            let _ = self.sender.send(key);
+            self.work.add(key, ());
         }
     }
 
-    /// Queues `key` again after `delay`, replacing any timer set before.
-    fn after(self: &Arc<Self>, key: &ObjectKey, delay: Duration) {
-        let token = {
-            let mut timers = self.timers.lock().expect("timers lock");
-            let token = timers.entry(key.clone()).or_default();
-            *token += 1;
-            *token
-        };
-        let (key, objects, closing) = (key.clone(), Arc::downgrade(self), self.closing.clone());
-        self.tasks.spawn(async move {
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                () = closing.cancelled() => return,
-            }
-            let Some(objects) = objects.upgrade() else {
-                return;
-            };
-            let current = objects
-                .timers
-                .lock()
-                .expect("timers lock")
-                .get(&key)
-                .is_some_and(|t| *t == token);
-            if current {
-                let _ = objects.sender.send(key);
-            }
-        });
+    /// Queues `key` again after `delay`; of two delays, the earlier one holds.
+    fn after(&self, key: &ObjectKey, delay: Duration) {
+        self.work.add_after(key.clone(), (), delay);
     }
 
+    /// Handles the object `key` once: what it asks for is decided by [`decide`] on what runs,
+    /// what was refused or rolled back before, and what its source holds now, then done.
     async fn reconcile(self: &Arc<Self>, key: &ObjectKey, guests: &dyn Guests) {
         let object = self.latest.lock().expect("objects lock").get(key).cloned();
         let Some(object) = object else {
-            let stopped = guests.stop(key).await;
-            self.states.lock().await.remove(key);
-            self.failures.lock().expect("failures lock").remove(key);
-            self.timers.lock().expect("timers lock").remove(key);
-            self.artifacts.lock().expect("artifacts lock").remove(key);
-            if stopped {
-                tracing::info!(namespace = %key.0, name = %key.1, "WasmController deleted; its guest is unloaded");
-                self.requeue_idle().await;
-            }
+            self.gone(key, guests).await;
             return;
         };
         self.adopt(key, &object, guests).await;
         self.forget_stopped(key, guests).await;
         let generation = object.metadata.generation.unwrap_or_default();
-        let spec = object.data.get("spec").cloned().unwrap_or(Value::Null);
-        let spec = match controller::parse_spec(&spec, &key.0, &self.settings, &self.queue) {
+        let spec = match self.spec(key, &object) {
             Ok(spec) => spec,
-            Err(error) => {
-                let refusal = Refusal {
-                    reason: match error {
-                        crate::config::ConfigError::OverMaximum(_) => "OverMaximum",
-                        _ => "InvalidSpec",
-                    },
-                    message: error.to_string(),
-                    transient: false,
-                };
+            Err(refusal) => {
                 self.refused(key, &object, generation, &refusal, guests)
                     .await;
                 return;
@@ -548,11 +549,7 @@ impl Objects {
         {
             return;
         }
-        let running = self.states.lock().await.get(key).and_then(|s| {
-            s.applied
-                .as_ref()
-                .map(|a| (a.module.digest.clone(), a.config.clone()))
-        });
+        let running = self.running(key).await;
         // The running module's bytes are needed again when its settings change.
         let reusable = running
             .as_ref()
@@ -570,135 +567,250 @@ impl Objects {
                 return;
             }
         };
+        let facts = self.facts(key, &spec, generation, &fetched, running).await;
+        let handled = Handled {
+            key,
+            object: &object,
+            spec: &spec,
+            generation,
+            fetched,
+        };
+        self.take(decide(&facts), handled, guests).await;
+    }
+
+    /// Stops what ran for `key`, whose object is gone, and forgets it.
+    async fn gone(&self, key: &ObjectKey, guests: &dyn Guests) {
+        let stopped = guests.stop(key).await;
+        self.states.lock().await.remove(key);
+        self.work.forget(key);
+        self.artifacts.lock().expect("artifacts lock").remove(key);
+        if stopped {
+            tracing::info!(namespace = %key.0, name = %key.1, "WasmController deleted; its guest is unloaded");
+            self.requeue_idle().await;
+        }
+    }
+
+    /// The validated spec of `object`, or why it is refused.
+    fn spec(&self, key: &ObjectKey, object: &DynamicObject) -> Result<ControllerSpec, Refusal> {
+        let spec = object.data.get("spec").cloned().unwrap_or(Value::Null);
+        controller::parse_spec(&spec, &key.0, &self.settings, &self.queue).map_err(|error| {
+            Refusal {
+                reason: match error {
+                    crate::config::ConfigError::OverMaximum(_) => "OverMaximum",
+                    _ => "InvalidSpec",
+                },
+                message: error.to_string(),
+                transient: false,
+            }
+        })
+    }
+
+    /// The module that runs for `key` (its digest, hex) and the settings it runs with.
+    async fn running(&self, key: &ObjectKey) -> Option<(String, ModuleConfig)> {
+        let states = self.states.lock().await;
+        let applied = states.get(key)?.applied.as_ref()?;
+        Some((applied.module.digest.clone(), applied.config.clone()))
+    }
+
+    /// What [`decide`] needs to know of `key` once `fetched` was fetched for `spec`.
+    async fn facts(
+        &self,
+        key: &ObjectKey,
+        spec: &ControllerSpec,
+        generation: i64,
+        fetched: &Fetched,
+        running: Option<(String, ModuleConfig)>,
+    ) -> Facts {
         let module_digest = format!("sha256:{}", fetched.module_digest);
         let memo = Some((module_digest.clone(), generation));
-        let (refused_before, rolled_back, failed_for_good) = {
-            let states = self.states.lock().await;
-            let state = states.get(key);
-            let bad =
-                |s: &&State| spec.rollback.enabled && s.history.is_bad(&module_digest, generation);
-            (
-                state.is_some_and(|s| s.refused == memo),
-                state
-                    .filter(bad)
-                    .and_then(|s| s.history.rolled_back.as_ref())
-                    .map(|r| r.message.clone()),
-                state.is_some_and(|s| s.rollback_failed == memo),
-            )
+        let states = self.states.lock().await;
+        let state = states.get(key);
+        Facts {
+            fetched: fetched.module_digest.clone(),
+            running: running.map(|(digest, config)| (digest, config == spec.module)),
+            refused_before: state.is_some_and(|s| s.refused == memo),
+            rolled_back: state.is_some_and(|s| {
+                spec.rollback.enabled && s.history.is_bad(&module_digest, generation)
+            }),
+            failed_for_good: state.is_some_and(|s| s.rollback_failed == memo),
+        }
+    }
+
+    /// Does what [`decide`] chose for the object `handled` is about.
+    async fn take(self: &Arc<Self>, step: Step, handled: Handled<'_>, guests: &dyn Guests) {
+        let Handled { key, spec, .. } = handled;
+        if step != Step::Run && step != Step::Confirm {
+            self.work.forget(key);
+        }
+        match step {
+            Step::Skip => self.poll(key, spec),
+            Step::RollBack => {
+                let bad = format!("sha256:{}", handled.fetched.module_digest);
+                let origin = handled.fetched.origin.clone();
+                if self
+                    .roll_back(
+                        key,
+                        handled.object,
+                        spec,
+                        handled.generation,
+                        (&bad, &origin),
+                        guests,
+                    )
+                    .await
+                {
+                    self.keep_rolled_back(&handled).await;
+                }
+            }
+            Step::Restore => {
+                if self.restore_rolled_back(&handled, guests).await {
+                    self.keep_rolled_back(&handled).await;
+                }
+            }
+            Step::KeepRolledBack => self.keep_rolled_back(&handled).await,
+            Step::Run => {
+                if self.run_fetched(&handled, guests).await {
+                    self.confirm(handled).await;
+                }
+            }
+            Step::Confirm => self.confirm(handled).await,
+        }
+    }
+
+    /// Runs the last good revision in place of the fetched module, which was rolled back and
+    /// nothing runs for it; whether the handling goes on.
+    async fn restore_rolled_back(&self, handled: &Handled<'_>, guests: &dyn Guests) -> bool {
+        let Handled {
+            key,
+            object,
+            spec,
+            generation,
+            ..
+        } = *handled;
+        let bad = format!("sha256:{}", handled.fetched.module_digest);
+        match self
+            .restore(key, spec, generation, Some(&bad), guests)
+            .await
+        {
+            Ok(None) => false,
+            Ok(Some(restored)) => {
+                let note = format!(
+                    "module {} loaded as controller {} in place of {bad}, which was rolled back",
+                    restored.origin, restored.name
+                );
+                self.event(object, false, "Loaded", "Load", &note).await;
+                true
+            }
+            Err(refusal) => {
+                self.refused(key, object, generation, &refusal, guests)
+                    .await;
+                self.retry(key, spec, &refusal);
+                false
+            }
+        }
+    }
+
+    /// Says that the fetched module was rolled back for this spec and another runs, and leaves
+    /// it alone until the spec or the module changes.
+    async fn keep_rolled_back(self: &Arc<Self>, handled: &Handled<'_>) {
+        let Handled {
+            key,
+            object,
+            spec,
+            generation,
+            ..
+        } = *handled;
+        let why = self
+            .states
+            .lock()
+            .await
+            .get(key)
+            .and_then(|s| s.history.rolled_back.as_ref())
+            .map(|r| r.message.clone())
+            .unwrap_or_default();
+        let refusal = Refusal {
+            reason: "RolledBack",
+            message: format!("{} was rolled back: {why}", handled.fetched.origin),
+            transient: false,
         };
-        if refused_before {
-            self.failures.lock().expect("failures lock").remove(key);
-            self.poll(key, &spec);
-            return;
-        }
-        if let Some(why) = rolled_back {
-            self.failures.lock().expect("failures lock").remove(key);
-            // Never run again for this spec: the last good revision runs instead.
-            let running = running.as_ref().map(|(digest, _)| digest);
-            if running == Some(&fetched.module_digest) {
-                // Found failing while this reconcile fetched it.
-                if failed_for_good {
-                    self.poll(key, &spec);
-                    return;
-                }
-                let bad = (module_digest.as_str(), fetched.origin.as_str());
-                if !self
-                    .roll_back(key, &object, &spec, generation, bad, guests)
-                    .await
-                {
-                    return;
-                }
-            } else if running.is_none() {
-                match self
-                    .restore(key, &spec, generation, Some(&module_digest), guests)
-                    .await
-                {
-                    Ok(None) => return,
-                    Ok(Some(restored)) => {
-                        let note = format!(
-                            "module {} loaded as controller {} in place of {module_digest}, \
-                             which was rolled back",
-                            restored.origin, restored.name
-                        );
-                        self.event(&object, false, "Loaded", "Load", &note).await;
-                    }
-                    Err(refusal) => {
-                        self.refused(key, &object, generation, &refusal, guests)
-                            .await;
-                        self.retry(key, &spec, &refusal);
-                        return;
-                    }
-                }
+        self.degraded(key, object, generation, &refusal).await;
+        let module_digest = format!("sha256:{}", handled.fetched.module_digest);
+        self.remember_refused(key, Some((module_digest, generation)))
+            .await;
+        self.poll(key, spec);
+    }
+
+    /// Runs the fetched module in place of what runs; whether it runs.
+    async fn run_fetched(self: &Arc<Self>, handled: &Handled<'_>, guests: &dyn Guests) -> bool {
+        let Handled {
+            key,
+            object,
+            spec,
+            generation,
+            ..
+        } = *handled;
+        let fetched = &handled.fetched;
+        let Some(bytes) = fetched.bytes.clone() else {
+            unreachable!("a changed module is fetched");
+        };
+        let origin = fetched.origin.clone();
+        let ran = guests
+            .run(key, &created(object), origin, bytes, &spec.module)
+            .await;
+        match ran {
+            Ok((Loaded::Stopping, _, _)) => false,
+            Ok((loaded, module, name)) => {
+                self.requeue_stopped(guests).await;
+                self.loaded(object, loaded, &fetched.origin, &name).await;
+                let applied = Applied {
+                    config: spec.module.clone(),
+                    module,
+                    name,
+                    image: fetched.image.clone(),
+                    generation,
+                };
+                let tally = guests.tally(key);
+                self.ran(key, applied, tally.as_ref(), spec).await;
+                true
             }
-            let refusal = Refusal {
-                reason: "RolledBack",
-                message: format!("{} was rolled back: {why}", fetched.origin),
-                transient: false,
-            };
-            self.degraded(key, &object, generation, &refusal).await;
-            self.remember_refused(key, memo).await;
-            self.poll(key, &spec);
-            return;
-        }
-        let unchanged = running.as_ref().is_some_and(|(digest, config)| {
-            *digest == fetched.module_digest && *config == spec.module
-        });
-        if !unchanged {
-            let Some(bytes) = fetched.bytes else {
-                unreachable!("a changed module is fetched");
-            };
-            match guests
-                .run(
-                    key,
-                    &created(&object),
-                    fetched.origin.clone(),
-                    bytes,
-                    &spec.module,
-                )
-                .await
-            {
-                Ok((Loaded::Stopping, _, _)) => return,
-                Ok((loaded, module, name)) => {
-                    self.requeue_stopped(guests).await;
-                    self.loaded(&object, loaded, &fetched.origin, &name).await;
-                    let applied = Applied {
-                        config: spec.module.clone(),
-                        module,
-                        name,
-                        image: fetched.image.clone(),
-                        generation,
-                    };
-                    let tally = guests.tally(key);
-                    self.ran(key, applied, tally.as_ref(), &spec).await;
+            Err(refusal) => {
+                let bad = format!("sha256:{}", fetched.module_digest);
+                self.restore_idle(key, object, spec, Some(&bad), &refusal, guests)
+                    .await;
+                self.refused(key, object, generation, &refusal, guests)
+                    .await;
+                if !refusal.transient {
+                    self.remember_refused(key, Some((bad, generation))).await;
                 }
-                Err(refusal) => {
-                    self.restore_idle(key, &object, &spec, Some(&module_digest), &refusal, guests)
-                        .await;
-                    self.refused(key, &object, generation, &refusal, guests)
-                        .await;
-                    if !refusal.transient {
-                        self.remember_refused(key, memo).await;
-                    }
-                    self.retry(key, &spec, &refusal);
-                    return;
-                }
+                self.retry(key, spec, &refusal);
+                false
             }
         }
-        self.failures.lock().expect("failures lock").remove(key);
+    }
+
+    /// Writes that the fetched module runs (Ready), and polls its source again.
+    async fn confirm(self: &Arc<Self>, handled: Handled<'_>) {
+        let Handled {
+            key,
+            object,
+            spec,
+            generation,
+            fetched,
+        } = handled;
+        self.work.forget(key);
         let mut states = self.states.lock().await;
         let mut running = None;
         if let Some(state) = states.get_mut(key)
             && let Some(applied) = &mut state.applied
         {
             // A tag may move to another manifest of the same module.
-            if let Some(image) = &fetched.image {
-                applied.image = Some(image.clone());
+            if let Some(image) = fetched.image {
+                applied.image = Some(image);
             }
             let applied = &*applied;
             let message = format!("controller {} runs {}", applied.name, applied.module.origin);
             state.warned = None;
             running = status(
-                &object,
+                object,
                 generation,
                 state,
                 &[
@@ -710,7 +822,7 @@ impl Objects {
         }
         drop(states);
         self.write_status(running).await;
-        self.poll(key, &spec);
+        self.poll(key, spec);
     }
 
     /// Starts the host's state of `object`, from its status, when first seen. An object of the
@@ -960,7 +1072,7 @@ impl Objects {
         let states = self.states.lock().await;
         for (key, state) in states.iter() {
             if state.applied.is_some() && !guests.running(key) {
-                let _ = self.sender.send(key.clone());
+                self.work.add(key.clone(), ());
             }
         }
     }
@@ -971,7 +1083,7 @@ impl Objects {
         let states = self.states.lock().await;
         for (key, state) in states.iter() {
             if state.applied.is_none() {
-                let _ = self.sender.send(key.clone());
+                self.work.add(key.clone(), ());
             }
         }
     }
@@ -1245,25 +1357,19 @@ impl Objects {
 
     /// Queues `key` again after a refusal: with backoff when it is transient, else at the next
     /// poll of its source.
-    fn retry(self: &Arc<Self>, key: &ObjectKey, spec: &ControllerSpec, refusal: &Refusal) {
+    fn retry(&self, key: &ObjectKey, spec: &ControllerSpec, refusal: &Refusal) {
         if !refusal.transient {
             self.poll(key, spec);
             return;
         }
-        let failures = {
-            let mut failures = self.failures.lock().expect("failures lock");
-            let n = failures.entry(key.clone()).or_default();
-            *n = n.saturating_add(1);
-            *n
-        };
-        self.after(key, backoff(failures));
+        self.work.add_rate_limited(key.clone(), ());
     }
 
     /// Queues `key` again after its source's poll interval.
     /// A standby does not resolve a tag again: it follows what the acting replica records
     /// (see [`Self::follow`]). Each interval is stretched or shrunk at random by up to 10%, so
     /// that objects created together do not poll together.
-    fn poll(self: &Arc<Self>, key: &ObjectKey, spec: &ControllerSpec) {
+    fn poll(&self, key: &ObjectKey, spec: &ControllerSpec) {
         let tag =
             matches!(&spec.module.source, Source::Image(i) if !i.reference.contains("@sha256:"));
         if tag && !self.gate.is_open() {
@@ -1399,7 +1505,7 @@ impl Objects {
             self.registries.store().name(named(&states));
             drop(states);
             for key in bad {
-                let _ = self.sender.send(key);
+                self.work.add(key, ());
             }
             for (key, uid, counters) in tallies {
                 self.write_tally(&key, uid, counters).await;
@@ -1427,7 +1533,7 @@ impl Objects {
             for key in running {
                 if let Err(refusal) = guests.review(&key).await {
                     tracing::warn!(namespace = %key.0, name = %key.1, reason = refusal.reason, message = %refusal.message, "WasmController stopped: the host may no longer do what it may");
-                    let _ = self.sender.send(key);
+                    self.work.add(key, ());
                 }
             }
         }
@@ -1783,13 +1889,11 @@ impl Objects {
 
 /// Reports an object's handling done when dropped, also by a panic, so that the object is
 /// handled again when it was queued meanwhile.
-struct Done(mpsc::UnboundedSender<ObjectKey>, Option<ObjectKey>);
+struct Done(Arc<Objects>, ObjectKey);
 
 impl Drop for Done {
     fn drop(&mut self) {
-        if let Some(key) = self.1.take() {
-            let _ = self.0.send(key);
-        }
+        self.0.work.done(&self.1);
     }
 }
 
@@ -1993,14 +2097,6 @@ fn same_repository(a: &str, b: &str) -> bool {
     }
 }
 
-/// The delay before the `failures`th retry: doubling from 1 s, at most 5 min.
-fn backoff(failures: u32) -> Duration {
-    BACKOFF
-        .0
-        .saturating_mul(1 << failures.saturating_sub(1).min(16))
-        .min(BACKOFF.1)
-}
-
 fn condition(kind: &str, status: bool, reason: &str, message: &str, generation: i64) -> Value {
     json!({
         "type": kind,
@@ -2010,4 +2106,64 @@ fn condition(kind: &str, status: bool, reason: &str, message: &str, generation: 
         "observedGeneration": generation,
         "lastTransitionTime": Timestamp::now().to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The facts of a fetched module `b`, with `running` (digest, same settings) and the flags.
+    fn facts(running: Option<(&str, bool)>, flags: [bool; 3]) -> Facts {
+        Facts {
+            fetched: "b".into(),
+            running: running.map(|(d, same)| (d.to_owned(), same)),
+            refused_before: flags[0],
+            rolled_back: flags[1],
+            failed_for_good: flags[2],
+        }
+    }
+
+    #[test]
+    fn a_new_module_runs_and_one_running_as_the_spec_says_is_confirmed() {
+        assert_eq!(decide(&facts(None, [false; 3])), Step::Run);
+        assert_eq!(decide(&facts(Some(("a", true)), [false; 3])), Step::Run);
+        assert_eq!(
+            decide(&facts(Some(("b", false)), [false; 3])),
+            Step::Run,
+            "new settings"
+        );
+        assert_eq!(decide(&facts(Some(("b", true)), [false; 3])), Step::Confirm);
+    }
+
+    #[test]
+    fn a_module_refused_for_good_is_left_until_the_spec_or_module_changes() {
+        for running in [None, Some(("a", true)), Some(("b", true))] {
+            assert_eq!(decide(&facts(running, [true, false, false])), Step::Skip);
+            assert_eq!(decide(&facts(running, [true, true, true])), Step::Skip);
+        }
+    }
+
+    #[test]
+    fn a_module_rolled_back_for_the_spec_never_runs_again() {
+        let rolled_back = [false, true, false];
+        assert_eq!(decide(&facts(None, rolled_back)), Step::Restore);
+        assert_eq!(
+            decide(&facts(Some(("a", true)), rolled_back)),
+            Step::KeepRolledBack
+        );
+        assert_eq!(
+            decide(&facts(Some(("b", true)), rolled_back)),
+            Step::RollBack
+        );
+        assert_eq!(
+            decide(&facts(Some(("b", false)), rolled_back)),
+            Step::RollBack
+        );
+        // Its rollback failed for good: it runs on, left alone until something changes.
+        assert_eq!(
+            decide(&facts(Some(("b", true)), [false, true, true])),
+            Step::Skip
+        );
+        assert_eq!(decide(&facts(None, [false, true, true])), Step::Restore);
+    }
 }
