@@ -892,9 +892,11 @@ impl Objects {
         if acting || !self.gate.is_open() {
             return;
         }
-        let fresh = match self.api(&key.0).get_opt(&key.1).await {
-            Ok(Some(fresh)) => fresh,
-            Ok(None) => return,
+        // Through the status subresource, which the host may read (`get` on
+        // `wasmcontrollers/status`) where it may only list and watch the objects.
+        let fresh = match self.api(&key.0).get_status(&key.1).await {
+            Ok(fresh) => fresh,
+            Err(kube::Error::Api(status)) if status.code == 404 => return,
             Err(error) => {
                 tracing::warn!(namespace = %key.0, name = %key.1, %error, "reading a WasmController's history; acting on none until it is read");
                 return;
