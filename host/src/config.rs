@@ -163,6 +163,7 @@ impl Default for QueueConfig {
 
 pub mod controller;
 pub mod maxima;
+pub mod resource;
 
 use controller::ControllersConfig;
 

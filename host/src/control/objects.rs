@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{
@@ -49,6 +49,7 @@ use tokio_util::task::TaskTracker;
 use crate::cluster::gate::Gate;
 use crate::cluster::leader;
 use crate::config::controller::{self, ControllerSpec, ControllersConfig};
+use crate::config::resource::{Declaration, LastError, Reconciles, WasmControllerStatus};
 use crate::config::{Config, KeyRef, ModuleConfig, QueueConfig, Source};
 use crate::control::apply::event_name;
 use crate::control::queue::{Lanes, WorkQueue};
@@ -186,7 +187,7 @@ struct State {
     /// The probation of the revision running, while it is new.
     probation: Option<Probation>,
     /// The counters last written to its status, and when.
-    tally_written: Option<(Value, Instant)>,
+    tally_written: Option<(WasmControllerStatus, Instant)>,
     /// When its guest's last error was first seen, and the error.
     last_error: Option<(String, String)>,
     /// The module last refused for good (`sha256:...`) and the generation of the spec: the
@@ -813,7 +814,7 @@ impl Objects {
                 object,
                 generation,
                 state,
-                &[
+                vec![
                     condition("Ready", true, "Running", &message, generation),
                     condition("Progressing", false, "Running", &message, generation),
                     condition("Degraded", false, "Running", &message, generation),
@@ -1137,7 +1138,7 @@ impl Objects {
             object,
             generation,
             state,
-            &[paused("Ready"), paused("Progressing"), paused("Degraded")],
+            vec![paused("Ready"), paused("Progressing"), paused("Degraded")],
         );
         drop(states);
         self.write_status(patch).await;
@@ -1449,7 +1450,7 @@ impl Objects {
                 generation,
             ),
         ];
-        let patch = status(object, generation, state, &conditions);
+        let patch = status(object, generation, state, conditions.into());
         drop(states);
         self.write_status(patch).await;
     }
@@ -1543,7 +1544,12 @@ impl Objects {
 
     /// Writes the reconcile counters and last error of `key`'s status, if the object still has
     /// `uid`.
-    async fn write_tally(&self, key: &ObjectKey, uid: Option<String>, counters: Value) {
+    async fn write_tally(
+        &self,
+        key: &ObjectKey,
+        uid: Option<String>,
+        counters: WasmControllerStatus,
+    ) {
         let patch = json!({
             "apiVersion": format!("{}/{}", controller::GROUP, controller::VERSION),
             "kind": controller::KIND,
@@ -1912,24 +1918,23 @@ fn status(
     object: &DynamicObject,
     generation: i64,
     state: &State,
-    conditions: &[Value],
+    conditions: Vec<Condition>,
 ) -> Option<StatusPatch> {
     let (Some(namespace), Some(name)) = (&object.metadata.namespace, &object.metadata.name) else {
         return None;
     };
-    let previous = object
+    let previous: Vec<Condition> = object
         .data
         .pointer("/status/conditions")
-        .and_then(Value::as_array);
-    let conditions: Vec<Value> = conditions
-        .iter()
-        .map(|c| {
-            let mut c = c.clone();
-            if let Some(old) = previous.and_then(|p| p.iter().find(|o| o["type"] == c["type"]))
-                && old["status"] == c["status"]
-                && let Some(time) = old.get("lastTransitionTime")
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
+        .unwrap_or_default();
+    let conditions = conditions
+        .into_iter()
+        .map(|mut c| {
+            if let Some(old) = previous.iter().find(|o| o.type_ == c.type_)
+                && old.status == c.status
             {
-                c["lastTransitionTime"] = time.clone();
+                c.last_transition_time = old.last_transition_time.clone();
             }
             c
         })
@@ -1937,43 +1942,16 @@ fn status(
     // What another writer recorded (a replica that acted before this one) is kept.
     let written = History::from_status(object.data.get("status"));
     let history = state.history.merged(&written, state.history_limit);
-    let mut status = json!({
-        "observedGeneration": generation,
-        "conditions": conditions,
-        "replica": leader::replica_name(),
-        "revisions": history.revisions,
-    });
-    if let Some(rolled_back) = &history.rolled_back {
-        status["rolledBack"] = json!(rolled_back);
-    }
+    let mut status = WasmControllerStatus {
+        observed_generation: Some(generation),
+        conditions: Some(conditions),
+        replica: Some(leader::replica_name().to_owned()),
+        revisions: Some(history.revisions),
+        rolled_back: history.rolled_back,
+        ..WasmControllerStatus::default()
+    };
     if let Some(applied) = &state.applied {
-        let metadata = &applied.module.metadata;
-        let kind = |k: &GroupVersionKind| format!("{} {}", k.api_version(), k.kind);
-        status["controllerName"] = json!(applied.name);
-        status["moduleDigest"] = json!(format!("sha256:{}", applied.module.digest));
-        status["digest"] = match &applied.image {
-            Some((_, digest)) => json!(digest),
-            None => json!(format!("sha256:{}", applied.module.digest)),
-        };
-        if let Some((pinned, _)) = &applied.image {
-            status["image"] = json!(pinned);
-        }
-        status["contract"] = json!(applied.module.pre.interface());
-        status["declaration"] = json!({
-            "primary": kind(&metadata.primary.kind),
-            "owns": metadata.owns.iter().map(kind).collect::<Vec<_>>(),
-            "watches": metadata.watches.iter().map(|w| {
-                let by = match &w.mapping {
-                    Mapping::Owner => "owner".to_owned(),
-                    Mapping::Label(label) => format!("label {label}"),
-                    Mapping::Guest => "map-keys".to_owned(),
-                };
-                format!("{} by {by}", kind(&w.selection.kind))
-            }).collect::<Vec<_>>(),
-        });
-        if let Some(finalizer) = &metadata.finalizer {
-            status["declaration"]["finalizer"] = json!(finalizer);
-        }
+        running_status(&mut status, applied);
     }
     // The object's UID: a status meant for an object deleted meanwhile is refused by the API
     // server rather than written on one created again under its name.
@@ -1988,6 +1966,37 @@ fn status(
         name: name.clone(),
         patch,
     })
+}
+
+/// Fills in `status` what runs: `applied`.
+fn running_status(status: &mut WasmControllerStatus, applied: &Applied) {
+    let metadata = &applied.module.metadata;
+    let kind = |k: &GroupVersionKind| format!("{} {}", k.api_version(), k.kind);
+    let module_digest = format!("sha256:{}", applied.module.digest);
+    status.controller_name = Some(applied.name.clone());
+    status.digest = Some(
+        applied
+            .image
+            .as_ref()
+            .map_or_else(|| module_digest.clone(), |(_, digest)| digest.clone()),
+    );
+    status.module_digest = Some(module_digest);
+    status.image = applied.image.as_ref().map(|(pinned, _)| pinned.clone());
+    status.contract = Some(applied.module.pre.interface().to_owned());
+    let watches = metadata.watches.iter().map(|w| {
+        let by = match &w.mapping {
+            Mapping::Owner => "owner".to_owned(),
+            Mapping::Label(label) => format!("label {label}"),
+            Mapping::Guest => "map-keys".to_owned(),
+        };
+        format!("{} by {by}", kind(&w.selection.kind))
+    });
+    status.declaration = Some(Declaration {
+        primary: kind(&metadata.primary.kind),
+        owns: metadata.owns.iter().map(kind).collect(),
+        watches: watches.collect(),
+        finalizer: metadata.finalizer.clone(),
+    });
 }
 
 /// The probation left to the running revision of `history`, when another host started it
@@ -2025,22 +2034,27 @@ fn changed(old: Option<&DynamicObject>, new: &DynamicObject) -> bool {
 
 /// The reconcile counters and last error of `tally`, as status writes them; the time of the last
 /// error is when `state` first saw it.
-fn tally_status(tally: &Tally, state: &mut State) -> Value {
-    let mut counters = json!({
-        "reconciles": {
-            "succeeded": tally.succeeded,
-            "requeued": tally.requeued,
-            "failed": tally.failed,
-            "consecutiveFailures": tally.consecutive_failures,
-        },
-    });
+fn tally_status(tally: &Tally, state: &mut State) -> WasmControllerStatus {
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let mut counters = WasmControllerStatus {
+        reconciles: Some(Reconciles {
+            succeeded: count(tally.succeeded),
+            requeued: count(tally.requeued),
+            failed: count(tally.failed),
+            consecutive_failures: count(tally.consecutive_failures),
+        }),
+        ..WasmControllerStatus::default()
+    };
     if let Some(error) = &tally.last_error {
         let seen = state
             .last_error
             .take()
             .filter(|(_, e)| e == error)
             .unwrap_or_else(|| (Timestamp::now().to_string(), error.clone()));
-        counters["lastError"] = json!({ "message": seen.1, "time": seen.0 });
+        counters.last_error = Some(LastError {
+            message: seen.1.clone(),
+            time: seen.0.clone(),
+        });
         state.last_error = Some(seen);
     }
     counters
@@ -2099,15 +2113,15 @@ fn same_repository(a: &str, b: &str) -> bool {
     }
 }
 
-fn condition(kind: &str, status: bool, reason: &str, message: &str, generation: i64) -> Value {
-    json!({
-        "type": kind,
-        "status": if status { "True" } else { "False" },
-        "reason": reason,
-        "message": message,
-        "observedGeneration": generation,
-        "lastTransitionTime": Timestamp::now().to_string(),
-    })
+fn condition(kind: &str, status: bool, reason: &str, message: &str, generation: i64) -> Condition {
+    Condition {
+        type_: kind.to_owned(),
+        status: if status { "True" } else { "False" }.to_owned(),
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+        observed_generation: Some(generation),
+        last_transition_time: Time(Timestamp::now()),
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::controller::Rollback;
@@ -22,43 +21,7 @@ pub const ROLLED_BACK: &str = "RolledBack";
 /// Why a revision stopped running: the controller was paused.
 pub const PAUSED: &str = "Paused";
 
-/// One module that ran for a controller object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Revision {
-    /// What pins it: an image's manifest digest, else the module's (`sha256:...`).
-    pub digest: String,
-    /// For an image: the reference pinned to `digest`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<String>,
-    /// The SHA-256 of the module's bytes (`sha256:...`).
-    pub module_digest: String,
-    /// When it started running (RFC 3339).
-    pub started: String,
-    /// When it stopped running; `None` while it runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replaced: Option<String>,
-    /// Why it stopped: [`SUPERSEDED`], [`ROLLED_BACK`] or [`PAUSED`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// What made it stop, for a rollback.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
-/// The revision that was rolled back last, and the spec it ran for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RolledBack {
-    /// Its digest, as [`Revision::digest`].
-    pub digest: String,
-    /// The SHA-256 of its bytes (`sha256:...`).
-    pub module_digest: String,
-    /// The generation of the spec it ran for.
-    pub observed_generation: i64,
-    /// Why it was rolled back.
-    pub message: String,
-}
+pub use crate::config::resource::{Revision, RolledBack};
 
 /// The revisions of one object, newest first, and the last one rolled back.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
