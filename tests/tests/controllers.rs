@@ -558,7 +558,9 @@ async fn wasm_controllers_with_bad_sources_are_refused_and_good_ones_run() -> Re
         api.create(&PostParams::default(), &wasm_controller("private", spec)?)
             .await?;
         until_condition(&api, "private", "Ready", is("True", "Running")).await?;
-        // A second controller of the same name is refused; the first keeps running.
+        // A second controller of the same name is refused; the first, older, keeps running
+        // (creation times are in seconds: one created in the same second could be older).
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
         let spec = json!({
             "module": { "configMap": { "name": "module", "key": "mirror.wasm" } },
             "controllerName": "mirror",
