@@ -32,7 +32,6 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -41,7 +40,6 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use kube::runtime::watcher;
-use oci_client::secrets::RegistryAuth;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -50,15 +48,17 @@ use crate::cluster::gate::Gate;
 use crate::cluster::leader;
 use crate::config::controller::{self, ControllerSpec, ControllersConfig};
 use crate::config::resource::{Declaration, LastError, Reconciles, WasmControllerStatus};
-use crate::config::{Config, KeyRef, ModuleConfig, QueueConfig, Source};
+use crate::config::{Config, ModuleConfig, QueueConfig, Source};
 use crate::control::apply::event_name;
 use crate::control::queue::{Lanes, WorkQueue};
+use crate::control::refusal::Refusal;
 use crate::control::revisions::{self, History, Probation, Revision};
+use crate::control::sources::{Fetched, Sources};
 use crate::control::tally::Tally;
 use crate::wasm::declaration::Mapping;
 use crate::wasm::module::Module;
-use crate::wasm::oci::{self, Artifact, Registries, RegistrySettings};
-use crate::wasm::store::{Access, ModuleStore};
+use crate::wasm::oci::{Registries, RegistrySettings};
+use crate::wasm::store::ModuleStore;
 
 /// The field manager of the status the host writes.
 const FIELD_MANAGER: &str = "kubewasm-host";
@@ -97,17 +97,6 @@ pub enum Loaded {
     Stopping,
 }
 
-/// A module the host refused, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    /// A CamelCase reason for conditions and Events.
-    pub reason: &'static str,
-    /// What is wrong.
-    pub message: String,
-    /// Whether trying again later may succeed without a change.
-    pub transient: bool,
-}
-
 /// The guests of controller objects, as the host runs them.
 #[async_trait]
 pub trait Guests: Send + Sync {
@@ -133,17 +122,6 @@ pub trait Guests: Send + Sync {
     fn tally(&self, key: &ObjectKey) -> Option<Tally>;
     /// Counts a refused module of a controller object, by reason.
     fn refused(&self, reason: &'static str);
-}
-
-/// A module fetched for an object.
-struct Fetched {
-    origin: String,
-    bytes: Option<Vec<u8>>,
-    module_digest: String,
-    /// For an image: the reference pinned to its manifest's digest, and that digest.
-    image: Option<(String, String)>,
-    /// For an image: its manifest and config as read, for the next resolve to check cheaply.
-    artifact: Option<Artifact>,
 }
 
 /// What runs for an object.
@@ -204,15 +182,6 @@ struct State {
     acting: bool,
     /// How many replaced revisions its status keeps.
     history_limit: u32,
-}
-
-/// The refusal of a module that could not be pulled.
-fn pull_failed(error: oci::OciError) -> Refusal {
-    Refusal {
-        reason: error.reason(),
-        transient: error.is_transient(),
-        message: error.to_string(),
-    }
 }
 
 /// An object being handled, its spec, and the module fetched for it.
@@ -305,14 +274,19 @@ pub fn spawn(
         },
         store,
     );
+    let sources = Sources::new(
+        client.clone(),
+        registries,
+        settings.max_module_bytes,
+        gate.clone(),
+    );
     let objects = Arc::new(Objects {
         client,
         settings,
         queue,
-        registries,
+        sources,
         latest: Mutex::default(),
         states: tokio::sync::Mutex::default(),
-        artifacts: Mutex::default(),
         work: WorkQueue::new(RETRIES, Lanes::new(1)),
         tasks: tasks.clone(),
         closing: closing.clone(),
@@ -362,13 +336,11 @@ struct Objects {
     client: Client,
     settings: ControllersConfig,
     queue: QueueConfig,
-    registries: Registries,
+    sources: Sources,
     /// The latest version of every object seen, by key.
     latest: Mutex<BTreeMap<ObjectKey, DynamicObject>>,
     /// What runs for each object, and its revisions.
     states: tokio::sync::Mutex<HashMap<ObjectKey, State>>,
-    /// The artifact each object's image resolved to last, with its own credentials.
-    artifacts: Mutex<HashMap<ObjectKey, Artifact>>,
     /// The objects to handle: each one at a time, again after a change, a poll interval or
     /// its backoff after a transient failure.
     work: WorkQueue<ObjectKey>,
@@ -557,7 +529,7 @@ impl Objects {
             .filter(|(_, config)| *config == spec.module)
             .map(|(digest, _)| digest.as_str());
         let recorded = object.data.pointer("/status/image").and_then(Value::as_str);
-        let fetched = match self.fetch(key, &spec, recorded, reusable).await {
+        let fetched = match self.sources.fetch(key, &spec, recorded, reusable).await {
             Ok(fetched) => fetched,
             Err(refusal) => {
                 self.restore_idle(key, &object, &spec, None, &refusal, guests)
@@ -584,7 +556,7 @@ impl Objects {
         let stopped = guests.stop(key).await;
         self.states.lock().await.remove(key);
         self.work.forget(key);
-        self.artifacts.lock().expect("artifacts lock").remove(key);
+        self.sources.forget(key);
         if stopped {
             tracing::info!(namespace = %key.0, name = %key.1, "WasmController deleted; its guest is unloaded");
             self.requeue_idle().await;
@@ -1239,6 +1211,7 @@ impl Objects {
             .clone()
             .unwrap_or_else(|| good.module_digest.clone());
         let bytes = self
+            .sources
             .revision_bytes(&good, spec, &key.0)
             .await
             .map_err(|r| failed("cannot be fetched", r))?;
@@ -1283,79 +1256,6 @@ impl Objects {
             name,
             resumed,
         }))
-    }
-
-    /// The bytes of a revision that ran: from the module store when it records that this
-    /// object's credentials (or, for a module read from an object, its namespace) took them,
-    /// else pulled by its pinned reference with this object's credentials. A revision in status
-    /// names a module; it never lets an object read one it could not take itself.
-    async fn revision_bytes(
-        &self,
-        revision: &Revision,
-        spec: &ControllerSpec,
-        namespace: &str,
-    ) -> Result<Vec<u8>, Refusal> {
-        let hex = revision
-            .module_digest
-            .strip_prefix("sha256:")
-            .unwrap_or(&revision.module_digest)
-            .to_owned();
-        let pull_secret = match &spec.module.source {
-            Source::Image(source) => source.pull_secret.as_deref(),
-            _ => None,
-        };
-        let (access, reference) = match &revision.image {
-            Some(image) => {
-                let reference = oci::parse_reference(image).map_err(pull_failed)?;
-                let auth = self
-                    .registry_auth(&reference, pull_secret, namespace)
-                    .await?;
-                (self.registries.access(&reference, &auth), Some(image))
-            }
-            None => (self.namespace_access(namespace), None),
-        };
-        let (store, wanted) = (self.registries.store().clone(), hex.clone());
-        let stored = match access {
-            Some(access) => tokio::task::spawn_blocking(move || store.get(&wanted, &access))
-                .await
-                .ok()
-                .flatten(),
-            None => None,
-        };
-        if let Some(bytes) = stored {
-            return Ok(bytes);
-        }
-        let Some(image) = reference else {
-            return Err(Refusal {
-                reason: "RevisionUnavailable",
-                message: format!(
-                    "{} is not in the module store as read for this namespace",
-                    revision.module_digest
-                ),
-                transient: false,
-            });
-        };
-        let fetched = self
-            .fetch_image(image, pull_secret, namespace, None, None)
-            .await?;
-        if fetched.module_digest != hex {
-            return Err(Refusal {
-                reason: "RevisionUnavailable",
-                message: format!(
-                    "{image} holds sha256:{}, not the module {} the revision names",
-                    fetched.module_digest, revision.module_digest
-                ),
-                transient: false,
-            });
-        }
-        Ok(fetched.bytes.unwrap_or_default())
-    }
-
-    /// The module store's record of modules read from objects of `namespace`.
-    fn namespace_access(&self, namespace: &str) -> Option<Access> {
-        self.registries
-            .store()
-            .access(&[b"namespace", namespace.as_bytes()])
     }
 
     /// Queues `key` again after a refusal: with backoff when it is transient, else at the next
@@ -1505,7 +1405,7 @@ impl Objects {
                     tallies.push((key.clone(), state.uid.clone(), counters));
                 }
             }
-            self.registries.store().name(named(&states));
+            self.sources.registries().store().name(named(&states));
             drop(states);
             for key in bad {
                 self.work.add(key, ());
@@ -1567,254 +1467,6 @@ impl Objects {
         {
             tracing::debug!(namespace = %key.0, name = %key.1, %error, "writing a WasmController's reconcile counters");
         }
-    }
-
-    /// Fetches the module `spec` names. For an image whose module is the `running` one, the
-    /// layer is not fetched.
-    async fn fetch(
-        &self,
-        key: &ObjectKey,
-        spec: &ControllerSpec,
-        recorded: Option<&str>,
-        running: Option<&str>,
-    ) -> Result<Fetched, Refusal> {
-        let namespace = key.0.as_str();
-        match &spec.module.source {
-            Source::Image(image) => {
-                // A standby resolves no tag: it follows the digest the acting replica recorded.
-                let reference = match recorded {
-                    Some(pinned)
-                        if !self.gate.is_open() && same_repository(pinned, &image.reference) =>
-                    {
-                        pinned
-                    }
-                    _ => image.reference.as_str(),
-                };
-                let known = self
-                    .artifacts
-                    .lock()
-                    .expect("artifacts lock")
-                    .get(key)
-                    .cloned();
-                let fetched = self
-                    .fetch_image(
-                        reference,
-                        image.pull_secret.as_deref(),
-                        namespace,
-                        running,
-                        known.as_ref(),
-                    )
-                    .await?;
-                if let Some(artifact) = &fetched.artifact {
-                    let mut artifacts = self.artifacts.lock().expect("artifacts lock");
-                    artifacts.insert(key.clone(), artifact.clone());
-                }
-                Ok(fetched)
-            }
-            Source::ConfigMap(key_ref) => {
-                let bytes = self
-                    .key_bytes::<ConfigMap>(namespace, key_ref, "ConfigMap", |map, key| {
-                        map.binary_data
-                            .and_then(|mut d| d.remove(key))
-                            .map(|b| b.0)
-                            .or_else(|| {
-                                map.data
-                                    .and_then(|mut d| d.remove(key))
-                                    .map(String::into_bytes)
-                            })
-                    })
-                    .await?;
-                self.sized(
-                    namespace,
-                    format!("configmap/{}/{}", key_ref.name, key_ref.key),
-                    bytes,
-                )
-                .await
-            }
-            Source::Secret(key_ref) => {
-                let bytes = self
-                    .key_bytes::<Secret>(namespace, key_ref, "Secret", |secret, key| {
-                        secret.data.and_then(|mut d| d.remove(key)).map(|b| b.0)
-                    })
-                    .await?;
-                self.sized(
-                    namespace,
-                    format!("secret/{}/{}", key_ref.name, key_ref.key),
-                    bytes,
-                )
-                .await
-            }
-            Source::File(path) => {
-                let bytes = tokio::fs::read(path).await.map_err(|e| Refusal {
-                    reason: "SourceUnreadable",
-                    message: format!("reading {}: {e}", path.display()),
-                    transient: true,
-                })?;
-                self.sized(namespace, path.display().to_string(), bytes)
-                    .await
-            }
-        }
-    }
-
-    /// Fetches the artifact `reference`, with the credentials of the `pull_secret` of
-    /// `namespace`. When its module is the `running` one, the layer is not fetched; when its
-    /// manifest is the one `known` was read from (a HEAD request tells), nothing more is read.
-    async fn fetch_image(
-        &self,
-        reference: &str,
-        pull_secret: Option<&str>,
-        namespace: &str,
-        running: Option<&str>,
-        known: Option<&Artifact>,
-    ) -> Result<Fetched, Refusal> {
-        let reference = oci::parse_reference(reference).map_err(pull_failed)?;
-        let auth = self
-            .registry_auth(&reference, pull_secret, namespace)
-            .await?;
-        let artifact = self
-            .registries
-            .resolve(&reference, &auth, known)
-            .await
-            .map_err(pull_failed)?;
-        let module_digest = artifact.module_digest().to_owned();
-        let bytes = if running == Some(module_digest.as_str()) {
-            None
-        } else {
-            Some(
-                self.registries
-                    .fetch(&artifact, &auth)
-                    .await
-                    .map_err(pull_failed)?,
-            )
-        };
-        Ok(Fetched {
-            origin: artifact.pinned(),
-            bytes,
-            module_digest,
-            image: Some((artifact.pinned(), artifact.manifest_digest.clone())),
-            artifact: Some(artifact),
-        })
-    }
-
-    /// The credentials of the `pull_secret` of `namespace` for `reference`'s registry; without
-    /// one, none.
-    async fn registry_auth(
-        &self,
-        reference: &oci_client::Reference,
-        pull_secret: Option<&str>,
-        namespace: &str,
-    ) -> Result<RegistryAuth, Refusal> {
-        match pull_secret {
-            Some(name) => {
-                self.pull_credentials(namespace, name, reference.resolve_registry())
-                    .await
-            }
-            None => Ok(RegistryAuth::Anonymous),
-        }
-    }
-
-    /// The value of `key_ref` in the object of kind `kind` in `namespace`, which `value` reads.
-    async fn key_bytes<K>(
-        &self,
-        namespace: &str,
-        key_ref: &KeyRef,
-        kind: &str,
-        value: impl FnOnce(K, &str) -> Option<Vec<u8>>,
-    ) -> Result<Vec<u8>, Refusal>
-    where
-        K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-        K::DynamicType: Default,
-    {
-        let not_found = |message: String| Refusal {
-            reason: "SourceNotFound",
-            message,
-            transient: false,
-        };
-        let api: Api<K> = Api::namespaced(self.client.clone(), namespace);
-        let object = api.get_opt(&key_ref.name).await.map_err(|e| Refusal {
-            reason: "SourceUnreadable",
-            message: format!("reading {kind} {}: {e}", key_ref.name),
-            transient: true,
-        })?;
-        let object =
-            object.ok_or_else(|| not_found(format!("{kind} {} not found", key_ref.name)))?;
-        value(object, &key_ref.key).ok_or_else(|| {
-            not_found(format!(
-                "{kind} {} has no key {}",
-                key_ref.name, key_ref.key
-            ))
-        })
-    }
-
-    /// A module read from an object or a file of `namespace`, under the size limit, kept in the
-    /// module store for a rollback to it by an object of `namespace`.
-    async fn sized(
-        &self,
-        namespace: &str,
-        origin: String,
-        bytes: Vec<u8>,
-    ) -> Result<Fetched, Refusal> {
-        let limit = self.settings.max_module_bytes;
-        if bytes.len() as u64 > limit {
-            return Err(Refusal {
-                reason: "ModuleTooLarge",
-                message: format!(
-                    "{origin}: the module is {} bytes, over the limit of {limit}",
-                    bytes.len()
-                ),
-                transient: false,
-            });
-        }
-        let module_digest = crate::wasm::module::sha256_hex(&bytes);
-        if let Some(access) = self.namespace_access(namespace) {
-            let (store, digest, kept) = (
-                self.registries.store().clone(),
-                module_digest.clone(),
-                bytes.clone(),
-            );
-            let _ = tokio::task::spawn_blocking(move || store.put(&digest, &kept, &access)).await;
-        }
-        Ok(Fetched {
-            origin,
-            module_digest,
-            bytes: Some(bytes),
-            image: None,
-            artifact: None,
-        })
-    }
-
-    /// The credentials the `kubernetes.io/dockerconfigjson` Secret `name` holds for `registry`.
-    async fn pull_credentials(
-        &self,
-        namespace: &str,
-        name: &str,
-        registry: &str,
-    ) -> Result<RegistryAuth, Refusal> {
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-        let refused = |message: String| Refusal {
-            reason: "PullSecretInvalid",
-            message,
-            transient: false,
-        };
-        let secret = api.get_opt(name).await.map_err(|e| Refusal {
-            reason: "PullSecretUnreadable",
-            message: format!("reading Secret {name}: {e}"),
-            transient: true,
-        })?;
-        let secret =
-            secret.ok_or_else(|| refused(format!("the imagePullSecret {name} is not found")))?;
-        let config = secret
-            .data
-            .and_then(|mut d| d.remove(".dockerconfigjson"))
-            .ok_or_else(|| {
-                refused(format!(
-                    "Secret {name} has no .dockerconfigjson (type kubernetes.io/dockerconfigjson)"
-                ))
-            })?;
-        oci::credentials(&config.0, registry).map_err(|e| refused(format!("Secret {name}: {e}")))
     }
 
     /// Writes a status that [`status()`] made, with no lock held: a slow API server delays only
@@ -2101,16 +1753,6 @@ fn jittered(period: Duration) -> Duration {
     let random = std::collections::hash_map::RandomState::new().hash_one(0u8);
     let unit = (random >> 11) as f64 / (1u64 << 53) as f64;
     period.mul_f64(0.9 + 0.2 * unit)
-}
-
-/// Whether the image references `a` and `b` name the same registry and repository.
-fn same_repository(a: &str, b: &str) -> bool {
-    match (oci::parse_reference(a), oci::parse_reference(b)) {
-        (Ok(a), Ok(b)) => {
-            a.resolve_registry() == b.resolve_registry() && a.repository() == b.repository()
-        }
-        _ => false,
-    }
 }
 
 fn condition(kind: &str, status: bool, reason: &str, message: &str, generation: i64) -> Condition {
