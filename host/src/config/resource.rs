@@ -412,9 +412,26 @@ mod tests {
 
     use super::*;
 
+    /// `value` with every whole number written as an integer (the schema's bounds are floats
+    /// in the API's types; `minimum: 1`, not `1.0`, is what renderers keep alike).
+    fn whole(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Number(n) => {
+                if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && n.is_f64()) {
+                    *value = serde_json::json!(f as i64);
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(whole),
+            serde_json::Value::Object(fields) => fields.values_mut().for_each(whole),
+            _ => {}
+        }
+    }
+
     /// The CRD file: a comment, then the definition the types generate.
     fn generated() -> String {
-        let crd = serde_yaml::to_string(&WasmController::crd()).expect("the CRD serializes");
+        let mut crd = serde_json::to_value(WasmController::crd()).expect("the CRD serializes");
+        whole(&mut crd);
+        let crd = serde_yaml::to_string(&crd).expect("the CRD serializes");
         format!(
             "# Generated from host/src/config/resource.rs: \
              KUBEWASM_WRITE_CRD=1 cargo test -p kubewasm crd\n{crd}"
