@@ -11,14 +11,16 @@
 //! 2. [`rate`]: token buckets, for every rate the host limits.
 //! 3. [`cluster`]: what the host knows of Kubernetes: label selectors, selections, informers
 //!    and their caches, views, leader election. Nothing here knows WebAssembly.
-//! 4. [`config`]: the configuration file: modules, limits, grants, the workqueue, the manager.
-//! 5. [`wasm`]: the runtime that calls guests: engine, compile cache, limits, the contract,
+//! 4. [`shard`]: replicas sharing each guest's keys: membership Leases, the ring, the sharder
+//!    that labels objects for members, and a member's share of the keys.
+//! 5. [`config`]: the configuration file: modules, limits, grants, the workqueue, the manager.
+//! 6. [`wasm`]: the runtime that calls guests: engine, compile cache, limits, the contract,
 //!    the declaration model, permissions, the host side of the imports, module loading and
 //!    dispatch. Reaches the cluster only through its [`wasm::backend::Backend`].
-//! 6. [`control`]: the control loop: triggers, the workqueue, the per-guest controller, the
+//! 7. [`control`]: the control loop: triggers, the workqueue, the per-guest controller, the
 //!    writer against the API server, the host that runs every guest and reloads modules.
-//! 7. [`serve`]: the HTTP endpoints: metrics, status and health probes.
-//! 8. [`cmd`]: the commands of the `kubewasm` binary.
+//! 8. [`serve`]: the HTTP endpoints: metrics, status and health probes.
+//! 9. [`cmd`]: the commands of the `kubewasm` binary.
 #![warn(missing_docs)]
 
 pub mod cluster;
@@ -28,4 +30,5 @@ pub mod control;
 pub mod histogram;
 pub mod rate;
 pub mod serve;
+pub mod shard;
 pub mod wasm;

@@ -43,6 +43,7 @@ use crate::cluster::managed::{self, IntentDigest};
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::watch::{Informer, Resources};
 use crate::control::events::{Correlator, Decision, EventKey};
+use crate::shard::sharder::SHARDER_FIELD_MANAGER;
 use crate::wasm::backend::{
     ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest, caller_gone,
 };
@@ -341,10 +342,6 @@ fn resend_after(error: &kube::Error) -> Option<Duration> {
         _ => None,
     }
 }
-
-/// The field manager of shard and drain labels, written by the sharder and by a member
-/// handing an object over.
-pub const SHARDER_FIELD_MANAGER: &str = "kubewasm-sharder";
 
 /// Sets the label `label=value` on `object` if it has a controller owner reference.
 fn label_owned(object: &mut Value, label: &str, value: &str) {

@@ -43,7 +43,7 @@ use crate::control::objects::{self, Guests, Loaded, ObjectKey};
 use crate::control::orphans::Orphans;
 use crate::control::refusal::Refusal;
 use crate::control::reload;
-use crate::control::sharder::Replica;
+use crate::control::replica::Replica;
 use crate::control::tally::Tally;
 use crate::wasm::declaration::Metadata;
 use crate::wasm::module::{self, LoadError, Module};

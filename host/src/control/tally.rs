@@ -16,12 +16,52 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
+use crate::histogram::{Histogram, RECONCILE_TIME_BUCKETS};
 pub use crate::wasm::dispatch::Blame;
 
 /// Failed reconciles in a row, and distinct keys among them, after which a guest is failing: a
 /// single conflict or unavailable API server fails a reconcile or two, while a broken guest
 /// reaches five within a second of per-key backoff.
 pub const FAILING_AFTER: u64 = 5;
+
+/// Counters of a guest's reconciles. Every reconcile is timed once and counted once as
+/// succeeded, requeued or failed.
+#[derive(Debug)]
+pub struct Counters {
+    /// Reconciles that returned done, and keys left alone because their object is being deleted
+    /// without the guest's finalizer.
+    pub succeeded: AtomicU64,
+    /// Reconciles that asked to be requeued after a delay.
+    pub requeued: AtomicU64,
+    /// Reconciles that failed, for any reason.
+    pub failed: AtomicU64,
+    /// Reconciles that trapped, other than by running out of memory.
+    pub traps: AtomicU64,
+    /// Reconciles that ran past their deadline.
+    pub timeouts: AtomicU64,
+    /// Reconciles that ran out of memory.
+    pub out_of_memory: AtomicU64,
+    /// The current run of failed reconciles and the last error.
+    pub streak: Streak,
+    /// Time of each reconcile: the whole processing of a dequeued key, finalizers included.
+    pub reconcile_time: Histogram,
+}
+
+impl Default for Counters {
+    /// Nothing counted yet.
+    fn default() -> Self {
+        Self {
+            succeeded: AtomicU64::default(),
+            requeued: AtomicU64::default(),
+            failed: AtomicU64::default(),
+            traps: AtomicU64::default(),
+            timeouts: AtomicU64::default(),
+            out_of_memory: AtomicU64::default(),
+            streak: Streak::default(),
+            reconcile_time: Histogram::new(RECONCILE_TIME_BUCKETS),
+        }
+    }
+}
 
 /// A snapshot of one guest's tally.
 #[derive(Debug, Clone, PartialEq, Eq)]

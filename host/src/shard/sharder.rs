@@ -1,7 +1,7 @@
 //! Sharding: several replicas share each guest's keys. Every replica holds a membership Lease
-//! (see [`crate::cluster::membership`]); the replica holding the leader Lease runs the
+//! (see [`crate::shard::membership`]); the replica holding the leader Lease runs the
 //! sharder, which assigns each primary object to a member by consistent hashing of its key
-//! (see [`crate::cluster::ring`]) through the label `shard.kubewasm.dev/<guest>=<member>`, and
+//! (see [`crate::shard::ring`]) through the label `shard.kubewasm.dev/<guest>=<member>`, and
 //! labels each object a primary controls like its owner. A replica watches only the objects
 //! labelled for it.
 //!
@@ -39,13 +39,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::cache::ObjectKey;
 use crate::cluster::gate::Gate;
-use crate::cluster::membership;
-use crate::cluster::ring::Ring;
 use crate::cluster::selection::Selection;
 use crate::cluster::watch::Resources;
-use crate::control::apply::SHARDER_FIELD_MANAGER;
-use crate::control::queue::Lanes;
 use crate::histogram::{Histogram, exponential};
+use crate::shard::membership;
+use crate::shard::ring::Ring;
 
 /// Label writes in flight at once.
 const WRITES_AT_ONCE: usize = 32;
@@ -53,31 +51,12 @@ const WRITES_AT_ONCE: usize = 32;
 /// Pause before failed label writes are decided and sent again.
 const RETRY: Duration = Duration::from_secs(1);
 
+/// The field manager of shard and drain labels, written by the sharder and by a member
+/// handing an object over.
+pub const SHARDER_FIELD_MANAGER: &str = "kubewasm-sharder";
+
 /// Bounds of the handover time, from asking for a drain to labelling for the new member.
 pub const HANDOVER_BUCKETS: &[f64] = &exponential::<12>(0.005, 2.0);
-
-/// How this replica runs among its peers.
-#[derive(Clone)]
-pub struct Replica {
-    /// Opens once this replica may reconcile: on winning the leader Lease, or, when sharded,
-    /// on joining the ring.
-    pub gate: Gate,
-    /// When sharded: its place in the ring.
-    pub sharded: Option<Sharded>,
-    /// The lanes every queue of its guests shares.
-    pub lanes: Arc<Lanes>,
-}
-
-impl Replica {
-    /// A replica alone: it reconciles every key at once.
-    pub fn alone() -> Self {
-        Self {
-            gate: Gate::open(),
-            sharded: None,
-            lanes: Lanes::of_host(),
-        }
-    }
-}
 
 /// A replica's place in a shard ring.
 #[derive(Clone)]

@@ -1,0 +1,99 @@
+//! A sharded guest's keys on this replica: whether a dequeued key is this replica's to
+//! reconcile, and the handover of a key the sharder moves to another member.
+
+use kube::api::GroupVersionKind;
+
+use super::Controller;
+use crate::cluster::cache::{CachedObject, ObjectKey};
+use crate::shard::sharder::ShardStats;
+use crate::shard::share::{Claim, Share};
+use crate::wasm::bindings::types::Reason;
+
+impl Controller {
+    /// Whether this replica reconciles `key`, cached as `object`: always when not sharded.
+    /// Otherwise a key the sharder drains is handed over here, and one handed over or never in
+    /// the share is dropped; neither is reconciled.
+    pub(super) async fn claim(
+        &self,
+        kind: &GroupVersionKind,
+        key: &ObjectKey,
+        object: Option<&CachedObject>,
+    ) -> bool {
+        let Some(share) = &self.share else {
+            return true;
+        };
+        match share.claim(key, object) {
+            Claim::Ours => true,
+            Claim::HandOver(object) => {
+                self.hand_over(share, kind, key, object).await;
+                false
+            }
+            Claim::Released => {
+                self.queue.forget(key);
+                false
+            }
+            Claim::Elsewhere => {
+                self.note_finalizing(key, None, None);
+                self.queue.forget(key);
+                false
+            }
+        }
+    }
+
+    /// Ends the share's record of `key` as deleted, once reconciled.
+    pub(super) fn settled(&self, key: &ObjectKey) {
+        if let Some(share) = &self.share {
+            share.settle(key);
+        }
+    }
+
+    /// Hands `key` over to the member the sharder moves it to: removes its shard and drain
+    /// labels from `object` as cached, after which this replica no longer reconciles it. Called
+    /// by the one worker holding the key, so no reconcile of it runs here meanwhile. The write
+    /// names the cached version: a stale copy (the key handed over already, and maybe assigned
+    /// to another member) never removes the new member's label. A failed write is retried
+    /// with the key's backoff, from the cache as it is then.
+    async fn hand_over(
+        &self,
+        share: &Share,
+        kind: &GroupVersionKind,
+        key: &ObjectKey,
+        object: &CachedObject,
+    ) {
+        share.release(key);
+        let labels = [share.label(), share.drain()];
+        match self.backend.remove_labels(kind, object, &labels).await {
+            Ok(true) => {
+                share.handed_over();
+                self.note_finalizing(key, None, None);
+                self.queue.forget(key);
+                tracing::debug!(guest = %self.settings.name, %key, "handed over");
+            }
+            // Deleted meanwhile: still this replica's, to reconcile as gone.
+            Ok(false) => {
+                share.keep(key);
+                self.queue.forget(key);
+            }
+            Err(error) => {
+                share.keep(key);
+                let delay = self.queue.add_rate_limited(key.clone(), Reason::Requeue);
+                tracing::warn!(guest = %self.settings.name, %key, retry_in = ?delay, %error, "handing the key over failed");
+            }
+        }
+    }
+
+    /// What the sharder of this guest did on this replica.
+    pub fn shard_stats(&self) -> &ShardStats {
+        &self.shard_stats
+    }
+
+    /// Keys handed over to other members so far; `None` unless sharded.
+    pub fn handovers(&self) -> Option<u64> {
+        self.share.as_ref().map(|s| s.handovers())
+    }
+
+    /// The member name this replica reconciles under, when sharded.
+    pub fn member(&self) -> Option<&str> {
+        self.share.as_deref().map(Share::member)
+    }
+}

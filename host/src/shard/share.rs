@@ -1,0 +1,159 @@
+//! A sharded guest's share of the keys on one replica: the objects labelled for its member.
+//!
+//! A key leaves the share in one of two ways: the object is deleted, and is reconciled as
+//! gone; or the sharder asks for it with the drain label, and the worker that dequeues it
+//! (the only one, by the queue's exclusion) removes the shard and drain labels instead of
+//! reconciling. From then on the key is not this replica's: its leaving the cache is no
+//! deletion, and nothing queued for it runs.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::cluster::cache::{CachedObject, Change, ObjectKey};
+use crate::cluster::selection::Selection;
+use crate::cluster::selector::LabelSelector;
+use crate::shard::membership;
+
+/// One guest's share of the keys on this replica.
+pub struct Share {
+    member: String,
+    /// `shard.kubewasm.dev/<guest>`.
+    label: String,
+    /// `drain.shard.kubewasm.dev/<guest>`.
+    drain: String,
+    /// Keys handed over whose leaving the cache is still to come.
+    released: Mutex<HashSet<ObjectKey>>,
+    /// Keys deleted while in the share, still to be reconciled as gone.
+    gone: Mutex<HashSet<ObjectKey>>,
+    /// Keys handed over so far.
+    handovers: AtomicU64,
+}
+
+/// What a worker does with a dequeued key of a sharded guest.
+#[derive(Debug, Clone, Copy)]
+pub enum Claim<'a> {
+    /// Reconcile it: it is in the share, or was deleted while in it.
+    Ours,
+    /// Hand it over, cached as this: the sharder drains it.
+    HandOver(&'a CachedObject),
+    /// Drop it: handed over already, and the cache has not caught up.
+    Released,
+    /// Drop it: not in the share, or handed over; another replica's.
+    Elsewhere,
+}
+
+impl Share {
+    /// The share of `guest` for `member`.
+    pub fn new(guest: &str, member: &str) -> Self {
+        Self {
+            member: member.to_owned(),
+            label: membership::shard_label(guest),
+            drain: membership::drain_label(guest),
+            released: Mutex::default(),
+            gone: Mutex::default(),
+            handovers: AtomicU64::new(0),
+        }
+    }
+
+    /// The member this replica reconciles under.
+    pub fn member(&self) -> &str {
+        &self.member
+    }
+
+    /// The shard label, whose value names the member an object is for.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The drain label, by which the sharder asks for an object back.
+    pub fn drain(&self) -> &str {
+        &self.drain
+    }
+
+    /// `selector` narrowed to the objects labelled for this member.
+    pub fn narrow(&self, selector: Option<&LabelSelector>) -> LabelSelector {
+        selector
+            .cloned()
+            .unwrap_or_default()
+            .and_equal(&self.label, &self.member)
+    }
+
+    /// Whether `labels` label an object for this member.
+    pub fn labels_ours(&self, labels: &BTreeMap<String, String>) -> bool {
+        labels.get(&self.label) == Some(&self.member)
+    }
+
+    /// Whether `object` is asked back by the sharder.
+    pub fn draining(&self, object: &CachedObject) -> bool {
+        object.label(&self.drain).is_some()
+    }
+
+    /// What to do with `key`, dequeued while the cache holds `object` for it.
+    pub fn claim<'a>(&self, key: &ObjectKey, object: Option<&'a CachedObject>) -> Claim<'a> {
+        if self.released.lock().expect("released lock").contains(key) {
+            return Claim::Released;
+        }
+        match object {
+            Some(cached) if self.draining(cached) => Claim::HandOver(cached),
+            Some(_) => Claim::Ours,
+            None if self.gone.lock().expect("gone lock").contains(key) => Claim::Ours,
+            None => Claim::Elsewhere,
+        }
+    }
+
+    /// Whether `change` of the primary selection ends with the object outside it (deleted,
+    /// relabelled or handed over), and whether that counts as leaving the share: false for a
+    /// key this replica handed over, which is then forgotten.
+    pub fn left(&self, change: &Change, selection: &Selection) -> Option<bool> {
+        let old = change.old.as_ref()?;
+        if change
+            .new
+            .as_ref()
+            .is_some_and(|new| selection.selects(new))
+        {
+            return None;
+        }
+        let key = old.key();
+        if self.released.lock().expect("released lock").remove(&key) {
+            return Some(false);
+        }
+        self.gone.lock().expect("gone lock").insert(key);
+        Some(true)
+    }
+
+    /// Notes `key` as handed over before the write that hands it over is sent, so that its
+    /// leaving the cache is not taken for a deletion.
+    pub fn release(&self, key: &ObjectKey) {
+        self.released
+            .lock()
+            .expect("released lock")
+            .insert(key.clone());
+    }
+
+    /// Takes `key` back after its handover did not happen (the write failed, or the object
+    /// was deleted meanwhile).
+    pub fn keep(&self, key: &ObjectKey) {
+        self.released.lock().expect("released lock").remove(key);
+    }
+
+    /// Counts a handover done.
+    pub fn handed_over(&self) {
+        self.handovers.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Keys handed over so far.
+    pub fn handovers(&self) -> u64 {
+        self.handovers.load(Ordering::Relaxed)
+    }
+
+    /// Notes `key` as deleted while in the share, to be reconciled as gone.
+    pub fn mark_gone(&self, key: &ObjectKey) {
+        self.gone.lock().expect("gone lock").insert(key.clone());
+    }
+
+    /// Ends the record of `key` as deleted, once reconciled.
+    pub fn settle(&self, key: &ObjectKey) {
+        self.gone.lock().expect("gone lock").remove(key);
+    }
+}
