@@ -34,11 +34,11 @@ use kubewasm::wasm::backend::{LogLine, Scope};
 use kubewasm::wasm::bindings::types;
 use kubewasm::wasm::dispatch::{self, Entry, Outcome};
 use kubewasm::wasm::env::GuestEnv;
-use kubewasm::wasm::fixture::{FixtureBackend, Write};
+use kubewasm::wasm::limits::CallLimits;
 use kubewasm::wasm::module::{self, Module};
+use kubewasm::wasm::offline::{OfflineBackend, Write};
 use kubewasm::wasm::permissions::Permissions;
 use kubewasm::wasm::runtime::Runtime;
-use kubewasm::wasm::state::Limits;
 use kubewasm_fuzz::test_time;
 use kubewasm_tests::{
     WAIT, control_plane, eventually, free_ports, guest_wasm, http_get, with_host_args,
@@ -267,7 +267,7 @@ struct Harness {
     tokio: tokio::runtime::Runtime,
     runtime: Runtime,
     module: Arc<Module>,
-    limits: Limits,
+    limits: CallLimits,
     narrow: Permissions,
     programs: AtomicUsize,
     calls: AtomicUsize,
@@ -283,11 +283,11 @@ impl Harness {
         let runtime = Runtime::new().expect("a WebAssembly runtime");
         // Room for every log line of a program, so that no call goes unreported, and deadlines
         // that a loaded machine does not reach: what is checked is the answers, not the time.
-        let limits = Limits {
+        let limits = CallLimits {
             log_bytes: 64 << 20,
             timeout: Duration::from_secs(60),
             host_call_timeout: Duration::from_secs(30),
-            ..Limits::default()
+            ..CallLimits::default()
         };
         let bytes = std::fs::read(guest_wasm("fuzz")).expect("the fuzz guest");
         let module = tokio
@@ -442,7 +442,7 @@ fn program_object(program: &[u8]) -> Value {
 
 /// The program's ConfigMap, and decoys: every declared kind in both namespaces, the
 /// namespaces, and kinds the guest did not declare.
-fn fixture(program: &[u8]) -> FixtureBackend {
+fn fixture(program: &[u8]) -> OfflineBackend {
     let object = |api_version: &str, kind: &str, namespace: Option<&str>, name: &str| {
         let mut object = json!({
             "apiVersion": api_version, "kind": kind,
@@ -473,7 +473,7 @@ fn fixture(program: &[u8]) -> FixtureBackend {
         None,
         "decoy",
     ));
-    FixtureBackend::new(objects)
+    OfflineBackend::new(objects)
         .with_cluster_scoped(GroupVersionKind::gvk("", "v1", "Namespace"))
         .with_cluster_scoped(GroupVersionKind::gvk(
             "rbac.authorization.k8s.io",

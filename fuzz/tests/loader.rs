@@ -12,9 +12,9 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use arbitrary::Unstructured;
+use kubewasm::wasm::limits::CallLimits;
 use kubewasm::wasm::module::{LoadError, load_bytes};
 use kubewasm::wasm::runtime::Runtime;
-use kubewasm::wasm::state::Limits;
 use kubewasm_fuzz::{Draw, test_time};
 use kubewasm_tests::guest_wasm;
 
@@ -176,7 +176,7 @@ fn loader_target() {
                 &loader.runtime,
                 "fuzz.wasm".into(),
                 module,
-                &Limits::default(),
+                &CallLimits::default(),
             ));
             let elapsed = start.elapsed();
             let mut slowest = loader.slowest.lock().unwrap();

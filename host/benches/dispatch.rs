@@ -3,7 +3,7 @@
 //!
 //! The guest is the example `podset` controller, `target/wasm32-wasip2/release/podset.wasm`
 //! under the workspace (or under `CARGO_TARGET_DIR`), built with cargo when absent. A
-//! [`FixtureBackend`] holds one PodSet of about 4 KiB and the pods it controls, as many as its
+//! [`OfflineBackend`] holds one PodSet of about 4 KiB and the pods it controls, as many as its
 //! `spec.replicas`, all Pending, so that every reconcile lists the pods and writes nothing but
 //! the PodSet's status. The PodSet handed to the guest is the one after a first reconcile, with
 //! its status, as in a resync.
@@ -47,10 +47,11 @@ use kubewasm::wasm::backend::Scope;
 use kubewasm::wasm::bindings::types;
 use kubewasm::wasm::dispatch::{self, Entry, Outcome};
 use kubewasm::wasm::env::{CallContext, GuestEnv};
-use kubewasm::wasm::fixture::FixtureBackend;
+use kubewasm::wasm::limits::CallLimits;
 use kubewasm::wasm::module::{self, Module};
+use kubewasm::wasm::offline::OfflineBackend;
 use kubewasm::wasm::runtime::Runtime;
-use kubewasm::wasm::state::{CallState, Limits};
+use kubewasm::wasm::state::CallState;
 use serde_json::{Value, json};
 use wasmtime::Store;
 
@@ -87,9 +88,9 @@ fn main() {
         .block_on(run(&wasm, Arc::new(podset_fixture())));
 }
 
-async fn run(wasm: &Path, backend: Arc<FixtureBackend>) {
+async fn run(wasm: &Path, backend: Arc<OfflineBackend>) {
     let runtime = Runtime::new().expect("a WebAssembly runtime");
-    let limits = Limits::default();
+    let limits = CallLimits::default();
     let module = module::load(&runtime, wasm, &limits)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -206,8 +207,8 @@ struct Bench {
     runtime: Runtime,
     module: Arc<Module>,
     env: Arc<GuestEnv>,
-    backend: Arc<FixtureBackend>,
-    limits: Limits,
+    backend: Arc<OfflineBackend>,
+    limits: CallLimits,
     scope: Scope,
     request: types::Request,
 }

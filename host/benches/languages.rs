@@ -29,9 +29,9 @@ use common::{
 };
 use kubewasm::wasm::dispatch::{self, Entry, Outcome};
 use kubewasm::wasm::env::CallContext;
+use kubewasm::wasm::limits::CallLimits;
 use kubewasm::wasm::module;
 use kubewasm::wasm::runtime::Runtime;
-use kubewasm::wasm::state::Limits;
 use serde_json::json;
 
 const LANGUAGES: [&str; 4] = ["rust", "js", "python", "go"];
@@ -160,9 +160,9 @@ async fn measure(language: &str, wasm: PathBuf) -> Row {
         .unwrap_or_else(|e| panic!("{}: {e}", wasm.display()))
         .len();
     let runtime = Runtime::new().expect("a WebAssembly runtime");
-    let limits = Limits {
+    let limits = CallLimits {
         memory_bytes: 1 << 30,
-        ..Limits::default()
+        ..CallLimits::default()
     };
     let start = Instant::now();
     let module = module::load(&runtime, &wasm, &limits)

@@ -17,10 +17,12 @@
 //! 6. [`wasm`]: the runtime that calls guests: engine, compile cache, limits, the contract,
 //!    the declaration model, permissions, the host side of the imports, module loading and
 //!    dispatch. Reaches the cluster only through its [`wasm::backend::Backend`].
-//! 7. [`control`]: the control loop: triggers, the workqueue, the per-guest controller, the
-//!    writer against the API server, the host that runs every guest and reloads modules.
-//! 8. [`serve`]: the HTTP endpoints: metrics, status and health probes.
-//! 9. [`cmd`]: the commands of the `kubewasm` binary.
+//! 7. [`control`]: the engine of one guest: triggers, the workqueue, the controller and its
+//!    finalizer protocol, the writer against the API server, the tally of reconciles.
+//! 8. [`manage`]: the host that runs every guest: modules from files and WasmController
+//!    objects, their sources, names, access checks and revisions, reloads, stale finalizers.
+//! 9. [`serve`]: the HTTP endpoints: metrics, status and health probes.
+//! 10. [`cmd`]: the commands of the `kubewasm` binary.
 #![warn(missing_docs)]
 
 pub mod cluster;
@@ -28,6 +30,7 @@ pub mod cmd;
 pub mod config;
 pub mod control;
 pub mod histogram;
+pub mod manage;
 pub mod rate;
 pub mod serve;
 pub mod shard;

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use kubewasm::wasm::limits::CallLimits;
 use kubewasm::wasm::module;
 use kubewasm::wasm::runtime::Runtime;
-use kubewasm::wasm::state::Limits;
 use kubewasm_testkit::build;
 
 fn podset() -> PathBuf {
@@ -23,7 +23,7 @@ async fn modules_of_the_same_bytes_share_their_compiled_code_while_one_is_alive(
     std::fs::copy(podset(), &first).unwrap();
     std::fs::copy(&first, &second).unwrap();
     let runtime = Runtime::new().unwrap();
-    let limits = Limits::default();
+    let limits = CallLimits::default();
 
     let a = module::load(&runtime, &first, &limits).await.unwrap();
     assert!(!a.from_cache, "the first load compiles");

@@ -328,7 +328,7 @@ impl Launcher {
             None => {
                 command
                     .args(["--health-probe-bind-address", "0"])
-                    .env("RUST_LOG", "warn,kubewasm::control::host=info");
+                    .env("RUST_LOG", "warn,kubewasm::manage::host=info");
             }
         }
         Ok(Controllers {

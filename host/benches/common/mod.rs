@@ -11,10 +11,10 @@ use kube::api::GroupVersionKind;
 use kubewasm::wasm::backend::{Backend, Scope};
 use kubewasm::wasm::bindings::types;
 use kubewasm::wasm::env::GuestEnv;
-use kubewasm::wasm::fixture::{FixtureBackend, Write};
+use kubewasm::wasm::limits::CallLimits;
 use kubewasm::wasm::module::Module;
+use kubewasm::wasm::offline::{OfflineBackend, Write};
 use kubewasm::wasm::permissions::Permissions;
-use kubewasm::wasm::state::Limits;
 use serde_json::{Value, json};
 
 pub const NAMESPACE: &str = "bench";
@@ -26,10 +26,10 @@ pub const PODSET_BYTES: usize = 4096;
 /// A fixture of one PodSet of about 4 KiB and the pods it controls, as many as its
 /// `spec.replicas`, all Pending, so that a reconcile lists the pods and writes nothing but the
 /// PodSet's status.
-pub fn podset_fixture() -> FixtureBackend {
+pub fn podset_fixture() -> OfflineBackend {
     let podset = podset();
     let pods: Vec<Value> = (0..PODS).map(|index| pod(&podset, index)).collect();
-    FixtureBackend::new(std::iter::once(podset).chain(pods).collect())
+    OfflineBackend::new(std::iter::once(podset).chain(pods).collect())
 }
 
 /// The scope of a call about the fixture's PodSet.
@@ -47,8 +47,8 @@ fn podset_scope(kind: GroupVersionKind) -> Scope {
 /// scope of a call about the fixture's PodSet.
 pub fn guest_env(
     module: &Module,
-    backend: Arc<FixtureBackend>,
-    limits: &Limits,
+    backend: Arc<OfflineBackend>,
+    limits: &CallLimits,
 ) -> (Arc<GuestEnv>, Scope) {
     let env = GuestEnv::new(
         &module.metadata.name,
@@ -62,7 +62,7 @@ pub fn guest_env(
 }
 
 /// Asserts that the reconcile of `guest` wrote the PodSet's status and nothing else.
-pub fn assert_status_only(guest: &str, backend: &FixtureBackend) {
+pub fn assert_status_only(guest: &str, backend: &OfflineBackend) {
     let writes = backend.take_writes();
     assert!(
         matches!(writes.as_slice(), [Write::Apply(apply)] if apply.status),
@@ -118,7 +118,7 @@ pub fn machine() -> String {
 }
 
 /// A request to reconcile the PodSet as the backend holds it now.
-pub fn resync_request(backend: &FixtureBackend, scope: &Scope) -> types::Request {
+pub fn resync_request(backend: &OfflineBackend, scope: &Scope) -> types::Request {
     let podset = backend
         .get(&scope.kind, scope.namespace.as_deref(), &scope.name)
         .expect("the fixture answers")

@@ -13,11 +13,11 @@ use crate::cluster::transform::Transform;
 use crate::cmd::source::{ModuleSource, SourceError};
 use crate::config::{Config, ConfigError, DropRule, ModuleConfig};
 use crate::wasm::declaration::{Mapping, Metadata};
+use crate::wasm::limits::CallLimits;
 use crate::wasm::module::{self, LoadError};
 use crate::wasm::oci::{self, RegistrySettings};
 use crate::wasm::permissions::{self, Permissions, Requirement};
 use crate::wasm::runtime::{Runtime, RuntimeError};
-use crate::wasm::state::Limits;
 
 /// Why a module could not be checked, or failed the check.
 #[derive(Debug, thiserror::Error)]
@@ -138,14 +138,20 @@ pub async fn check(
     let runtime = Runtime::new()?;
     let (origin, bytes) = source.read(registries).await?;
     let exports = oci::component_names(&bytes).map_or_else(|_| Vec::new(), |(_, exports)| exports);
-    let module =
-        match module::load_bytes(&runtime, origin.clone(), bytes, &Limits::from(limits)).await {
-            Ok(module) => module,
-            Err(error @ LoadError::World { .. }) => {
-                return Err(CheckError::World { error, exports });
-            }
-            Err(error) => return Err(error.into()),
-        };
+    let module = match module::load_bytes(
+        &runtime,
+        origin.clone(),
+        bytes,
+        &CallLimits::from(limits),
+    )
+    .await
+    {
+        Ok(module) => module,
+        Err(error @ LoadError::World { .. }) => {
+            return Err(CheckError::World { error, exports });
+        }
+        Err(error) => return Err(error.into()),
+    };
     let metadata = module.metadata.clone();
     let entry = match (by_path, &config) {
         (Some(entry), _) => Some(entry),

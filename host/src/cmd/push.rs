@@ -6,8 +6,8 @@ use std::path::Path;
 use oci_client::secrets::RegistryAuth;
 
 use crate::cmd::source::{self, SourceError};
+use crate::wasm::module_store::ModuleStore;
 use crate::wasm::oci::{self, Registries, RegistrySettings};
-use crate::wasm::store::ModuleStore;
 
 /// Pushes the module at `module` as `reference`, with `auth` or else the local Docker config's
 /// credentials for the registry; returns the reference pinned to the pushed manifest's digest.

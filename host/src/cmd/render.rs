@@ -1,6 +1,6 @@
 //! One reconcile or finalize of an object against fixture objects, without a cluster, through
 //! the host's own call path: [`dispatch::call`] with the host's limits and declared-kind checks,
-//! and a [`FixtureBackend`] in place of the cluster.
+//! and a [`OfflineBackend`] in place of the cluster.
 //!
 //! The guest reads the objects as the host's cache would hold them: without
 //! `metadata.managedFields`, and each with a `metadata.uid` (an object without one gets a stable
@@ -27,12 +27,12 @@ use crate::wasm::bindings::types;
 use crate::wasm::declaration::Metadata;
 use crate::wasm::dispatch::{self, Entry, Failure, Outcome};
 use crate::wasm::env::GuestEnv;
-use crate::wasm::fixture::{FixtureBackend, Write};
+use crate::wasm::limits::CallLimits;
 use crate::wasm::module::{self, LoadError, Module};
 use crate::wasm::oci::RegistrySettings;
+use crate::wasm::offline::{OfflineBackend, Write};
 use crate::wasm::permissions::Permissions;
 use crate::wasm::runtime::{Runtime, RuntimeError};
-use crate::wasm::state::Limits;
 
 /// Why a call could not be rendered. A guest that fails is not an error: its failure is the
 /// [`Rendered::result`].
@@ -173,7 +173,7 @@ pub async fn render_files(
     registries: RegistrySettings,
 ) -> Result<Rendered, RenderError> {
     let runtime = Runtime::deterministic()?;
-    let limits = Limits::from(crate::config::Limits::default());
+    let limits = CallLimits::from(crate::config::Limits::default());
     let (origin, bytes) = source.read(registries).await?;
     let module = module::load_bytes(&runtime, origin, bytes, &limits).await?;
     let mut objects = read_objects(object)?;
@@ -188,7 +188,7 @@ pub async fn render_files(
     for path in cache {
         cached.extend(read_objects(path)?);
     }
-    let backend = Arc::new(FixtureBackend::new(cached));
+    let backend = Arc::new(OfflineBackend::new(cached));
     call(&runtime, &module, &backend, &limits, entry, object).await
 }
 
@@ -198,8 +198,8 @@ pub async fn render_files(
 pub async fn call(
     runtime: &Runtime,
     module: &Module,
-    backend: &Arc<FixtureBackend>,
-    limits: &Limits,
+    backend: &Arc<OfflineBackend>,
+    limits: &CallLimits,
     entry: Entry,
     object: Value,
 ) -> Result<Rendered, RenderError> {

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use oci_client::secrets::RegistryAuth;
 
+use crate::wasm::module_store::ModuleStore;
 use crate::wasm::oci::{self, OciError, Registries, RegistrySettings};
-use crate::wasm::store::ModuleStore;
 
 /// Where a command's module comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::gate::Gate;
 use crate::cluster::selection::Selection;
-use crate::control::host::Observer;
+use crate::manage::host::Observer;
 use crate::serve::metrics::{self, Snapshot};
 
 /// A listener that could not be opened.

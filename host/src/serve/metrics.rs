@@ -15,11 +15,11 @@ use std::sync::atomic::Ordering;
 use crate::cluster::selection::Selection;
 use crate::cluster::transform::Transform;
 use crate::control::controller::Finalizing;
-use crate::control::host::Observer;
-use crate::control::orphans::OrphanCount;
 use crate::control::queue::QueueStats;
 use crate::control::tally::Tally;
 use crate::histogram::HistogramSnapshot;
+use crate::manage::host::Observer;
+use crate::manage::stale_finalizers::OrphanCount;
 
 /// The content type of [`Snapshot::render`]'s output.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

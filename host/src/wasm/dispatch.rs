@@ -15,10 +15,11 @@ use crate::wasm::bindings::GuestInstance;
 use crate::wasm::bindings::kubewasm::controller::log::Level;
 use crate::wasm::bindings::types;
 use crate::wasm::env::{CallContext, GuestEnv};
+use crate::wasm::limits::CallLimits;
 use crate::wasm::limits::truncate;
 use crate::wasm::module::Module;
 use crate::wasm::runtime::{Runtime, within_deadline};
-use crate::wasm::state::{CallState, Limits};
+use crate::wasm::state::CallState;
 
 /// Why a call into a guest did not return a result. These are guest failures: the host and
 /// every other guest carry on.
@@ -80,7 +81,7 @@ pub async fn call(
     runtime: &Runtime,
     module: &Module,
     env: &Arc<GuestEnv>,
-    limits: &Limits,
+    limits: &CallLimits,
     scope: Scope,
     entry: Entry,
     request: types::Request,
@@ -118,7 +119,7 @@ pub async fn map_keys(
     runtime: &Runtime,
     module: &Module,
     env: &Arc<GuestEnv>,
-    limits: &Limits,
+    limits: &CallLimits,
     kind: types::Gvk,
     object: &str,
 ) -> Result<Vec<types::ObjectKey>, Failure> {
@@ -142,7 +143,7 @@ async fn in_fresh_instance<T>(
     runtime: &Runtime,
     module: &Module,
     env: &Arc<GuestEnv>,
-    limits: &Limits,
+    limits: &CallLimits,
     scope: Option<Scope>,
     export: impl AsyncFnOnce(&GuestInstance, &mut Store<CallState>) -> wasmtime::Result<T>,
 ) -> Result<T, Failure> {
@@ -179,7 +180,7 @@ async fn in_fresh_instance<T>(
 /// Why a call failed: its deadline passed, the host's pool of instances had none left of what
 /// the instance needs, a memory could not grow (as the store's limiter recorded:
 /// `memory_exhausted`), or it trapped otherwise.
-fn classify(error: wasmtime::Error, limits: &Limits, memory_exhausted: bool) -> Failure {
+fn classify(error: wasmtime::Error, limits: &CallLimits, memory_exhausted: bool) -> Failure {
     if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
         return Failure::Timeout(limits.timeout);
     }
@@ -244,9 +245,9 @@ mod tests {
     async fn fail(export: &str) -> Failure {
         let runtime = Runtime::new().unwrap();
         let context = CallContext::for_tests("classify");
-        let limits = Limits {
+        let limits = CallLimits {
             memory_bytes: 1 << 20,
-            ..Limits::default()
+            ..CallLimits::default()
         };
         let mut store = runtime.store(context, &limits);
         let wat = r#"(module
@@ -282,7 +283,7 @@ mod tests {
     async fn an_instance_the_pool_has_no_room_for_is_the_host_at_capacity_not_a_trap() {
         // Room for one component instance: 4 core instances.
         let runtime = Runtime::with_instances(1).unwrap();
-        let limits = Limits::default();
+        let limits = CallLimits::default();
         let mut held = Vec::new();
         let error = loop {
             let mut store = runtime.store(CallContext::for_tests("capacity"), &limits);

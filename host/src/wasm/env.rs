@@ -89,7 +89,7 @@ impl CallContext {
                 owns: Vec::new(),
                 watches: Vec::new(),
             },
-            Arc::new(crate::wasm::fixture::FixtureBackend::default()),
+            Arc::new(crate::wasm::offline::OfflineBackend::default()),
             Duration::from_secs(1),
             Permissions::new(None),
         );

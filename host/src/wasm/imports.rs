@@ -28,9 +28,10 @@ use crate::wasm::backend::{
 use crate::wasm::bindings::CACHE_INTERFACE;
 use crate::wasm::bindings::kubewasm::controller::{events, log, types, writes};
 use crate::wasm::env::{CallContext, GuestEnv};
+use crate::wasm::limits::CallLimits;
 use crate::wasm::limits::{Spend, check_size};
 use crate::wasm::permissions::resource_of;
-use crate::wasm::state::{CallState, Limits};
+use crate::wasm::state::CallState;
 
 impl CallContext {
     /// Checks a read of `kind` in `namespace`: the kind must be declared and `verb` granted.
@@ -419,7 +420,7 @@ fn cluster_trouble<T>(result: &Result<T, CallError>) -> bool {
 fn answer<T>(
     result: Result<T, CallError>,
     env: &GuestEnv,
-    limits: &Limits,
+    limits: &CallLimits,
     call: &str,
 ) -> wasmtime::Result<Result<T, types::Error>> {
     match &result {
@@ -728,8 +729,8 @@ mod tests {
     use crate::config::Config;
     use crate::wasm::backend::Scope;
     use crate::wasm::declaration::Declared;
-    use crate::wasm::fixture::{FixtureBackend, Write};
     use crate::wasm::limits::Capture;
+    use crate::wasm::offline::{OfflineBackend, Write};
     use crate::wasm::permissions::Permissions;
 
     #[tokio::test]
@@ -763,7 +764,7 @@ mod tests {
             std::path::Path::new(""),
         )
         .unwrap();
-        let backend = FixtureBackend::default().with_cluster_scoped(role.clone());
+        let backend = OfflineBackend::default().with_cluster_scoped(role.clone());
         let env = GuestEnv::new(
             "scoped",
             Declared {
@@ -799,12 +800,12 @@ mod tests {
     }
 
     /// The state of a reconcile of ConfigMap `caps/source` with 1 KiB caps on writes and logs.
-    fn call(backend: Arc<FixtureBackend>) -> CallState {
+    fn call(backend: Arc<OfflineBackend>) -> CallState {
         call_owning(backend, Vec::new())
     }
 
     /// As [`call`], for a guest that owns `owns`.
-    fn call_owning(backend: Arc<FixtureBackend>, owns: Vec<GroupVersionKind>) -> CallState {
+    fn call_owning(backend: Arc<OfflineBackend>, owns: Vec<GroupVersionKind>) -> CallState {
         let declared = Declared {
             primary: config_map(),
             owns,
@@ -827,10 +828,10 @@ mod tests {
                 deleting: false,
             }),
         };
-        let limits = Limits {
+        let limits = CallLimits {
             write_bytes: 1024,
             log_bytes: 1024,
-            ..Limits::default()
+            ..CallLimits::default()
         };
         let output = (
             Capture::new(limits.log_bytes),
@@ -873,7 +874,7 @@ mod tests {
         };
         let mut leaving = existing("leaving", serde_json::json!([]));
         leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
-        let backend = Arc::new(FixtureBackend::new(vec![
+        let backend = Arc::new(OfflineBackend::new(vec![
             existing("foreign", serde_json::json!([])),
             existing("taken", controller("other")),
             existing("ours", controller("uid")),
@@ -925,7 +926,7 @@ mod tests {
                 })
             })
             .collect();
-        let backend = Arc::new(FixtureBackend::new(objects));
+        let backend = Arc::new(OfflineBackend::new(objects));
         let mut call = call(backend);
         let state = &mut call;
         let list = |state: &mut CallState| {
@@ -954,7 +955,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_write_whose_url_would_name_another_object_is_invalid_and_not_sent() {
-        let backend = Arc::new(FixtureBackend::default());
+        let backend = Arc::new(OfflineBackend::default());
         let mut call = call(backend.clone());
         let state = &mut call;
         let names = [
@@ -1027,7 +1028,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_event_the_api_server_would_refuse_is_invalid_and_nothing_is_kept() {
-        let backend = Arc::new(FixtureBackend::default());
+        let backend = Arc::new(OfflineBackend::default());
         let mut call = call(backend.clone());
         let event = |name: &str, reason: &str, action: &str, note: &str| events::Event {
             regarding_kind: gvk(&config_map()),
@@ -1089,7 +1090,7 @@ mod tests {
             "metadata": { "name": "taken", "uid": "taken",
                           "ownerReferences": [{ "uid": "other", "controller": true }] },
         });
-        let backend = FixtureBackend::new(vec![taken]).with_cluster_scoped(role.clone());
+        let backend = OfflineBackend::new(vec![taken]).with_cluster_scoped(role.clone());
         let backend = Arc::new(backend);
         let mut call = call_owning(backend.clone(), vec![role.clone()]);
         let state = &mut call;
@@ -1160,7 +1161,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_write_over_the_cap_is_invalid_and_not_sent() {
-        let backend = Arc::new(FixtureBackend::default());
+        let backend = Arc::new(OfflineBackend::default());
         let mut call = call(backend.clone());
         let state = &mut call;
         let options = writes::ApplyOptions {
@@ -1203,7 +1204,7 @@ mod tests {
 
     #[tokio::test]
     async fn log_lines_beyond_the_budget_are_dropped_after_one_note() {
-        let backend = Arc::new(FixtureBackend::default());
+        let backend = Arc::new(OfflineBackend::default());
         let mut call = call(backend.clone());
         let state = &mut call;
         for line in 0..50 {

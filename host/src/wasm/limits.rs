@@ -2,7 +2,7 @@
 //! rate of its output into the host's log across calls, and the size of its results.
 //!
 //! Guarantees:
-//! - A write over [`Limits::write_bytes`](crate::wasm::state::Limits) is refused with an `invalid`
+//! - A write over [`CallLimits::write_bytes`] is refused with an `invalid`
 //!   error before it is parsed; the guest carries on.
 //! - A guest never fails because it wrote too much: stdout and stderr keep the first
 //!   `log_bytes` of each call and drop the rest; `log` lines beyond `log_bytes` per call are
@@ -24,6 +24,55 @@ use crate::rate::TokenBucket;
 use bytes::Bytes;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+
+/// Limits applied to every call into a guest; see [`crate::config::Limits`] for what each
+/// means and its default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallLimits {
+    /// Wall-clock deadline of one call, including time spent in host imports and WASI waits.
+    pub timeout: Duration,
+    /// Maximum size of the guest's linear memories, in bytes.
+    pub memory_bytes: usize,
+    /// Deadline of one host import that talks to the API server.
+    pub host_call_timeout: Duration,
+    /// Largest JSON of one apply or patch.
+    pub write_bytes: usize,
+    /// Log output of one call: `log` lines, and stdout and stderr each.
+    pub log_bytes: usize,
+    /// Longest error message of a reconcile or finalize.
+    pub error_bytes: usize,
+    /// Most keys one `map-keys` call may return.
+    pub map_keys: usize,
+    /// Guest output lines per second forwarded to the host's log.
+    pub log_lines_per_second: u32,
+    /// Instances of the guest alive at once: its share of the host's pool.
+    pub instances: u32,
+}
+
+impl From<crate::config::Limits> for CallLimits {
+    /// The limits of a module's configuration; a size beyond the address space is capped to it.
+    fn from(limits: crate::config::Limits) -> Self {
+        let size = |bytes: u64| usize::try_from(bytes).unwrap_or(usize::MAX);
+        Self {
+            timeout: limits.timeout,
+            memory_bytes: size(limits.memory_bytes),
+            host_call_timeout: limits.host_call_timeout,
+            write_bytes: size(limits.write_bytes),
+            log_bytes: size(limits.log_bytes),
+            error_bytes: size(limits.error_bytes),
+            map_keys: size(limits.map_keys.into()),
+            log_lines_per_second: limits.log_lines_per_second,
+            instances: limits.instances,
+        }
+    }
+}
+
+impl Default for CallLimits {
+    /// The configuration's defaults.
+    fn default() -> Self {
+        crate::config::Limits::default().into()
+    }
+}
 
 /// How much a guest may write to stdout or stderr in one `write`; it writes more in chunks.
 const WRITE_PERMIT: usize = 64 * 1024;

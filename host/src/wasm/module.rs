@@ -15,9 +15,10 @@ use crate::wasm::backend::{
 use crate::wasm::bindings::{GUEST_INTERFACE, GUEST_INTERFACE_0_1, GuestPre, types};
 use crate::wasm::declaration::{self, Declared, Metadata};
 use crate::wasm::env::{CallContext, GuestEnv};
+use crate::wasm::limits::CallLimits;
 use crate::wasm::permissions::Permissions;
 use crate::wasm::runtime::{Compiled, Runtime, within_deadline};
-use crate::wasm::state::{CallState, Limits};
+use crate::wasm::state::CallState;
 
 /// Why a module could not be loaded. The previous version of a guest, if any, keeps running.
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +90,7 @@ pub struct Module {
 pub async fn load(
     runtime: &Runtime,
     path: &Path,
-    limits: &Limits,
+    limits: &CallLimits,
 ) -> Result<Arc<Module>, LoadError> {
     let origin = path.display().to_string();
     let bytes = tokio::fs::read(path)
@@ -106,7 +107,7 @@ pub async fn load_bytes(
     runtime: &Runtime,
     origin: String,
     bytes: Vec<u8>,
-    limits: &Limits,
+    limits: &CallLimits,
 ) -> Result<Arc<Module>, LoadError> {
     // The compiler would also read WebAssembly text, and report anything else as bad text.
     if !bytes.starts_with(b"\0asm") {
@@ -176,7 +177,7 @@ async fn link(
 async fn read_metadata(
     runtime: &Runtime,
     pre: &GuestPre<CallState>,
-    limits: &Limits,
+    limits: &CallLimits,
 ) -> Result<types::ControllerMetadata, String> {
     let env = Arc::new(GuestEnv::new(
         "(loading)",
@@ -263,7 +264,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("guest.wasm");
         std::fs::write(&path, bytes).unwrap();
-        load(&Runtime::new().unwrap(), &path, &Limits::default()).await
+        load(&Runtime::new().unwrap(), &path, &CallLimits::default()).await
     }
 
     #[tokio::test]
@@ -271,7 +272,7 @@ mod tests {
         let error = load(
             &Runtime::new().unwrap(),
             Path::new("/nonexistent/guest.wasm"),
-            &Limits::default(),
+            &CallLimits::default(),
         )
         .await
         .err()

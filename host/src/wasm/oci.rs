@@ -24,9 +24,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::wasm::bindings::{GUEST_INTERFACE, GUEST_INTERFACE_0_1};
 use crate::wasm::module::sha256_hex;
+use crate::wasm::module_store::{Access, ModuleStore};
 use crate::wasm::pull::{self, Puller};
 pub use crate::wasm::registry_error::OciError;
-use crate::wasm::store::{Access, ModuleStore};
 
 /// Media type of an OCI image manifest.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";

@@ -26,8 +26,9 @@ use crate::wasm::bindings::{GuestPre, kubewasm, v0_1};
 use crate::wasm::compile_cache::CompileCache;
 use crate::wasm::env::CallContext;
 use crate::wasm::evict::Named;
+use crate::wasm::limits::CallLimits;
 use crate::wasm::limits::Capture;
-use crate::wasm::state::{CallState, Limits};
+use crate::wasm::state::CallState;
 use crate::wasm::{imports, imports_0_1};
 
 /// How often the epoch advances: the granularity of deadlines and of yielding to other tasks.
@@ -243,7 +244,7 @@ impl Runtime {
 
     /// A store for one call. The deadline starts now; every epoch tick before it yields to
     /// other tasks, the first tick after it traps.
-    pub fn store(&self, context: CallContext, limits: &Limits) -> Store<CallState> {
+    pub fn store(&self, context: CallContext, limits: &CallLimits) -> Store<CallState> {
         let stdout = Capture::new(limits.log_bytes);
         let stderr = Capture::new(limits.log_bytes);
         let mut wasi = WasiCtx::builder();
@@ -295,7 +296,7 @@ impl Runtime {
     pub fn bare_store(&self, context: CallContext) -> Store<CallState> {
         let state = CallState::new(
             context,
-            Limits::default(),
+            CallLimits::default(),
             WasiCtx::builder().build(),
             StoreLimits::default(),
             (Capture::new(0), Capture::new(0)),
@@ -311,7 +312,7 @@ impl Runtime {
 /// as an epoch interruption does ([`wasmtime::Trap::Interrupt`]). Epochs only interrupt running
 /// WebAssembly; this also ends a guest that waits in the host, in a WASI sleep or poll.
 pub async fn within_deadline<T>(
-    limits: &Limits,
+    limits: &CallLimits,
     start: Instant,
     call: impl Future<Output = wasmtime::Result<T>>,
 ) -> wasmtime::Result<T> {
@@ -411,7 +412,7 @@ mod tests {
             .compile(&wat::parse_str(wat).unwrap(), "memory")
             .unwrap()
             .component;
-        let mut store = runtime.store(CallContext::for_tests("memory"), &Limits::default());
+        let mut store = runtime.store(CallContext::for_tests("memory"), &CallLimits::default());
         let instance = Linker::new(&runtime.engine)
             .instantiate_async(&mut store, &component)
             .await
@@ -429,7 +430,7 @@ mod tests {
     async fn guests_get_no_filesystem_network_environment_or_arguments() {
         let runtime = Runtime::new().unwrap();
         let context = CallContext::for_tests("sandbox");
-        let mut store = runtime.store(context, &Limits::default());
+        let mut store = runtime.store(context, &CallLimits::default());
         let state = store.data_mut();
 
         let mut cli = state.cli();

@@ -2,63 +2,12 @@
 //! its captured output, and a resource limiter that records whether a memory could not grow, so
 //! that running out of memory is told apart from other traps.
 
-use std::time::Duration;
-
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, StoreLimits};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::wasm::env::CallContext;
-use crate::wasm::limits::{Capture, Captured, LogBudget};
-
-/// Limits applied to every call into a guest; see [`crate::config::Limits`] for what each
-/// means and its default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Wall-clock deadline of one call, including time spent in host imports and WASI waits.
-    pub timeout: Duration,
-    /// Maximum size of the guest's linear memories, in bytes.
-    pub memory_bytes: usize,
-    /// Deadline of one host import that talks to the API server.
-    pub host_call_timeout: Duration,
-    /// Largest JSON of one apply or patch.
-    pub write_bytes: usize,
-    /// Log output of one call: `log` lines, and stdout and stderr each.
-    pub log_bytes: usize,
-    /// Longest error message of a reconcile or finalize.
-    pub error_bytes: usize,
-    /// Most keys one `map-keys` call may return.
-    pub map_keys: usize,
-    /// Guest output lines per second forwarded to the host's log.
-    pub log_lines_per_second: u32,
-    /// Instances of the guest alive at once: its share of the host's pool.
-    pub instances: u32,
-}
-
-impl From<crate::config::Limits> for Limits {
-    /// The limits of a module's configuration; a size beyond the address space is capped to it.
-    fn from(limits: crate::config::Limits) -> Self {
-        let size = |bytes: u64| usize::try_from(bytes).unwrap_or(usize::MAX);
-        Self {
-            timeout: limits.timeout,
-            memory_bytes: size(limits.memory_bytes),
-            host_call_timeout: limits.host_call_timeout,
-            write_bytes: size(limits.write_bytes),
-            log_bytes: size(limits.log_bytes),
-            error_bytes: size(limits.error_bytes),
-            map_keys: size(limits.map_keys.into()),
-            log_lines_per_second: limits.log_lines_per_second,
-            instances: limits.instances,
-        }
-    }
-}
-
-impl Default for Limits {
-    /// The configuration's defaults.
-    fn default() -> Self {
-        crate::config::Limits::default().into()
-    }
-}
+use crate::wasm::limits::{CallLimits, Capture, Captured, LogBudget};
 
 /// What a store carries for one call: WASI state, limits and the guest's view of the host.
 pub struct CallState {
@@ -69,7 +18,7 @@ pub struct CallState {
     /// The guest's context: its cache, its writer, its permissions and the request's scope.
     pub context: CallContext,
     /// The limits of this call.
-    pub limits: Limits,
+    pub limits: CallLimits,
     /// What the `log` import may still write in this call.
     pub log_budget: LogBudget,
     /// Whether the API server refused, throttled or failed a write of this call: a failure of
@@ -84,7 +33,7 @@ impl CallState {
     /// limits, and the captures of its stdout and stderr.
     pub(crate) fn new(
         context: CallContext,
-        limits: Limits,
+        limits: CallLimits,
         wasi: WasiCtx,
         memory: StoreLimits,
         (stdout, stderr): (Capture, Capture),

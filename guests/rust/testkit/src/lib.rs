@@ -1,7 +1,7 @@
 //! Runs a kubewasm guest component on fixture objects in a plain `cargo test`, through the
 //! host's own call path: the component is loaded and checked as the host loads it, and each
 //! reconcile goes through the host's dispatch, limits and declared-kind checks, against an
-//! in-memory [`FixtureBackend`] instead of a cluster.
+//! in-memory [`OfflineBackend`] instead of a cluster.
 //!
 //! ```no_run
 //! use kubewasm_testkit::{Harness, Outcome, build};
@@ -39,9 +39,9 @@ use kube::core::GroupVersion;
 use kubewasm::wasm::backend::Backend;
 use kubewasm::wasm::declaration::Metadata;
 use kubewasm::wasm::dispatch::Entry;
+use kubewasm::wasm::limits::CallLimits;
 use kubewasm::wasm::module::{self, Module};
 use kubewasm::wasm::runtime::Runtime;
-use kubewasm::wasm::state::Limits;
 use serde_json::Value;
 
 pub use kubewasm::cmd::render::Rendered;
@@ -50,13 +50,13 @@ pub use kubewasm::wasm::backend::{
 };
 pub use kubewasm::wasm::bindings::kubewasm::controller::log::Level;
 pub use kubewasm::wasm::dispatch::{Failure, Outcome};
-pub use kubewasm::wasm::fixture::{FixtureBackend, Write};
+pub use kubewasm::wasm::offline::{OfflineBackend, Write};
 
 /// A guest component and the fixture objects it runs against.
 pub struct Harness {
     module: Arc<Module>,
-    backend: Arc<FixtureBackend>,
-    limits: Limits,
+    backend: Arc<OfflineBackend>,
+    limits: CallLimits,
     tokio: tokio::runtime::Runtime,
 }
 
@@ -72,11 +72,11 @@ impl Harness {
             .enable_all()
             .build()
             .expect("a Tokio runtime");
-        let limits = Limits::from(kubewasm::config::Limits::default());
+        let limits = CallLimits::from(kubewasm::config::Limits::default());
         let module = tokio.block_on(load(wasm.as_ref(), &limits));
         Self {
             module,
-            backend: Arc::new(FixtureBackend::default()),
+            backend: Arc::new(OfflineBackend::default()),
             limits,
             tokio,
         }
@@ -108,7 +108,7 @@ impl Harness {
     }
 
     /// Replaces the host's default limits of each call.
-    pub fn with_limits(mut self, limits: Limits) -> Self {
+    pub fn with_limits(mut self, limits: CallLimits) -> Self {
         self.limits = limits;
         self
     }
@@ -200,7 +200,7 @@ fn runtime() -> &'static Runtime {
 }
 
 /// The module at `path`, loaded once per process.
-async fn load(path: &Path, limits: &Limits) -> Arc<Module> {
+async fn load(path: &Path, limits: &CallLimits) -> Arc<Module> {
     static MODULES: Mutex<BTreeMap<PathBuf, Arc<Module>>> = Mutex::new(BTreeMap::new());
     let key = path.canonicalize().unwrap_or_else(|_| path.to_owned());
     if let Some(module) = lock(&MODULES).get(&key) {

@@ -35,9 +35,9 @@ use crate::wasm::backend::Scope;
 use crate::wasm::bindings::types::{self, Reason};
 use crate::wasm::dispatch::{self, Entry, Failure, Outcome};
 use crate::wasm::env::{CallTimes, GuestEnv};
+use crate::wasm::limits::CallLimits;
 use crate::wasm::module::Module;
 use crate::wasm::runtime::Runtime;
-use crate::wasm::state::Limits;
 
 mod finalizers;
 mod handover;
@@ -65,7 +65,7 @@ pub struct Settings {
     /// namespace the module declares (or all).
     pub namespaces: Vec<String>,
     /// Per-call limits.
-    pub limits: Limits,
+    pub limits: CallLimits,
     /// Backoff of failed keys.
     pub queue: QueueConfig,
     /// What the operator granted; `None`: everything on the declared kinds.

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use crate::config::ModuleConfig;
-use crate::control::objects::ObjectKey;
+use crate::manage::objects::ControllerKey;
 use crate::wasm::module;
 
 /// What a running guest is known by: its file in the configuration, or its controller object.
@@ -37,8 +37,8 @@ impl std::fmt::Display for GuestKey {
     }
 }
 
-impl From<&ObjectKey> for GuestKey {
-    fn from((namespace, name): &ObjectKey) -> Self {
+impl From<&ControllerKey> for GuestKey {
+    fn from((namespace, name): &ControllerKey) -> Self {
         Self::Object {
             namespace: namespace.clone(),
             name: name.clone(),

@@ -1,5 +1,5 @@
 //! Controller objects: the host watches WasmController objects and runs each one's module as a
-//! guest, with the guarantees of file reload (see [`crate::control::host`]): a module is fetched,
+//! guest, with the guarantees of file reload (see [`crate::manage::host`]): a module is fetched,
 //! compiled and validated while the running one keeps running, a bad one is refused and the
 //! running one kept, and a swap loses no key.
 //!
@@ -9,7 +9,7 @@
 //! resolved again) and a changed module rolled out. Each transition is an Event on the object
 //! (a refusal retried is recorded again only when it says something new), and its status says
 //! what runs: conditions `Ready`, `Progressing` and `Degraded`, the digest, the contract and the
-//! declaration, the revisions that ran (see [`crate::control::revisions`]) and, every few
+//! declaration, the revisions that ran (see [`crate::manage::revisions`]) and, every few
 //! seconds while they change, the reconcile counters and the last error. Deleting the object, or
 //! pausing it, unloads its guest.
 //!
@@ -51,14 +51,14 @@ use crate::config::resource::{Declaration, LastError, Reconciles, WasmController
 use crate::config::{Config, ModuleConfig, QueueConfig, Source};
 use crate::control::apply::event_name;
 use crate::control::queue::{Lanes, WorkQueue};
-use crate::control::refusal::Refusal;
-use crate::control::revisions::{self, History, Probation, Revision};
-use crate::control::sources::{Fetched, Sources};
 use crate::control::tally::Tally;
+use crate::manage::refusal::Refusal;
+use crate::manage::revisions::{self, History, Probation, Revision};
+use crate::manage::sources::{Fetched, Sources};
 use crate::wasm::declaration::Mapping;
 use crate::wasm::module::Module;
+use crate::wasm::module_store::ModuleStore;
 use crate::wasm::oci::{Registries, RegistrySettings};
-use crate::wasm::store::ModuleStore;
 
 /// The field manager of the status the host writes.
 const FIELD_MANAGER: &str = "kubewasm-host";
@@ -79,8 +79,8 @@ const RETRIES: QueueConfig = QueueConfig {
     burst: 1_000_000,
 };
 
-/// An object's namespace and name.
-pub type ObjectKey = (String, String);
+/// A WasmController object's namespace and name.
+pub type ControllerKey = (String, String);
 
 /// What loading a module did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,22 +104,22 @@ pub trait Guests: Send + Sync {
     /// (its claim to its controller name), in place of what runs for it; what runs then.
     async fn run(
         &self,
-        key: &ObjectKey,
+        key: &ControllerKey,
         created: &str,
         origin: String,
         bytes: Vec<u8>,
         config: &ModuleConfig,
     ) -> Result<(Loaded, Arc<Module>, String), Refusal>;
     /// Stops the guest of the object `key`; whether one ran.
-    async fn stop(&self, key: &ObjectKey) -> bool;
+    async fn stop(&self, key: &ControllerKey) -> bool;
     /// Whether a guest runs for the object `key`: the host stops one whose name an older
     /// object's guest claims.
-    fn running(&self, key: &ObjectKey) -> bool;
+    fn running(&self, key: &ControllerKey) -> bool;
     /// Asks the API server again whether the host may do all that the guest of the object
     /// `key` may; stops the guest, and says why, when it may not.
-    async fn review(&self, key: &ObjectKey) -> Result<(), Refusal>;
+    async fn review(&self, key: &ControllerKey) -> Result<(), Refusal>;
     /// How the reconciles of the object `key`'s guest ended, if one runs.
-    fn tally(&self, key: &ObjectKey) -> Option<Tally>;
+    fn tally(&self, key: &ControllerKey) -> Option<Tally>;
     /// Counts a refused module of a controller object, by reason.
     fn refused(&self, reason: &'static str);
 }
@@ -186,7 +186,7 @@ struct State {
 
 /// An object being handled, its spec, and the module fetched for it.
 struct Handled<'a> {
-    key: &'a ObjectKey,
+    key: &'a ControllerKey,
     object: &'a DynamicObject,
     spec: &'a ControllerSpec,
     generation: i64,
@@ -338,12 +338,12 @@ struct Objects {
     queue: QueueConfig,
     sources: Sources,
     /// The latest version of every object seen, by key.
-    latest: Mutex<BTreeMap<ObjectKey, DynamicObject>>,
+    latest: Mutex<BTreeMap<ControllerKey, DynamicObject>>,
     /// What runs for each object, and its revisions.
-    states: tokio::sync::Mutex<HashMap<ObjectKey, State>>,
+    states: tokio::sync::Mutex<HashMap<ControllerKey, State>>,
     /// The objects to handle: each one at a time, again after a change, a poll interval or
     /// its backoff after a transient failure.
-    work: WorkQueue<ObjectKey>,
+    work: WorkQueue<ControllerKey>,
     tasks: TaskTracker,
     closing: CancellationToken,
     /// Status and Events wait until it opens: a standby loads modules but writes nothing.
@@ -387,7 +387,7 @@ impl Objects {
         events: impl futures::Stream<Item = watcher::Result<watcher::Event<DynamicObject>>>,
     ) {
         let mut events = std::pin::pin!(events);
-        let mut listing: Option<BTreeMap<ObjectKey, DynamicObject>> = None;
+        let mut listing: Option<BTreeMap<ControllerKey, DynamicObject>> = None;
         while let Some(event) = events.next().await {
             match event {
                 Ok(watcher::Event::Init) => listing = Some(BTreeMap::new()),
@@ -399,12 +399,12 @@ impl Objects {
                 Ok(watcher::Event::InitDone) => {
                     let listed = listing.take().unwrap_or_default();
                     let mut latest = self.latest.lock().expect("objects lock");
-                    let gone: Vec<ObjectKey> = latest
+                    let gone: Vec<ControllerKey> = latest
                         .keys()
                         .filter(|k| namespace.is_none_or(|n| k.0 == n) && !listed.contains_key(*k))
                         .cloned()
                         .collect();
-                    let changed: Vec<ObjectKey> = listed
+                    let changed: Vec<ControllerKey> = listed
                         .iter()
                         .filter(|(k, o)| changed(latest.get(*k), o))
                         .map(|(k, _)| k.clone())
@@ -483,13 +483,13 @@ impl Objects {
     }
 
     /// Queues `key` again after `delay`; of two delays, the earlier one holds.
-    fn after(&self, key: &ObjectKey, delay: Duration) {
+    fn after(&self, key: &ControllerKey, delay: Duration) {
         self.work.add_after(key.clone(), (), delay);
     }
 
     /// Handles the object `key` once: what it asks for is decided by [`decide`] on what runs,
     /// what was refused or rolled back before, and what its source holds now, then done.
-    async fn reconcile(self: &Arc<Self>, key: &ObjectKey, guests: &dyn Guests) {
+    async fn reconcile(self: &Arc<Self>, key: &ControllerKey, guests: &dyn Guests) {
         let object = self.latest.lock().expect("objects lock").get(key).cloned();
         let Some(object) = object else {
             self.gone(key, guests).await;
@@ -552,7 +552,7 @@ impl Objects {
     }
 
     /// Stops what ran for `key`, whose object is gone, and forgets it.
-    async fn gone(&self, key: &ObjectKey, guests: &dyn Guests) {
+    async fn gone(&self, key: &ControllerKey, guests: &dyn Guests) {
         let stopped = guests.stop(key).await;
         self.states.lock().await.remove(key);
         self.work.forget(key);
@@ -564,7 +564,7 @@ impl Objects {
     }
 
     /// The validated spec of `object`, or why it is refused.
-    fn spec(&self, key: &ObjectKey, object: &DynamicObject) -> Result<ControllerSpec, Refusal> {
+    fn spec(&self, key: &ControllerKey, object: &DynamicObject) -> Result<ControllerSpec, Refusal> {
         let spec = object.data.get("spec").cloned().unwrap_or(Value::Null);
         controller::parse_spec(&spec, &key.0, &self.settings, &self.queue).map_err(|error| {
             Refusal {
@@ -579,7 +579,7 @@ impl Objects {
     }
 
     /// The module that runs for `key` (its digest, hex) and the settings it runs with.
-    async fn running(&self, key: &ObjectKey) -> Option<(String, ModuleConfig)> {
+    async fn running(&self, key: &ControllerKey) -> Option<(String, ModuleConfig)> {
         let states = self.states.lock().await;
         let applied = states.get(key)?.applied.as_ref()?;
         Some((applied.module.digest.clone(), applied.config.clone()))
@@ -588,7 +588,7 @@ impl Objects {
     /// What [`decide`] needs to know of `key` once `fetched` was fetched for `spec`.
     async fn facts(
         &self,
-        key: &ObjectKey,
+        key: &ControllerKey,
         spec: &ControllerSpec,
         generation: i64,
         fetched: &Fetched,
@@ -801,7 +801,7 @@ impl Objects {
     /// Starts the host's state of `object`, from its status, when first seen. An object of the
     /// same name that was deleted and created again while the host did not look starts over:
     /// the old one's guest is stopped and its revisions forgotten.
-    async fn adopt(&self, key: &ObjectKey, object: &DynamicObject, guests: &dyn Guests) {
+    async fn adopt(&self, key: &ControllerKey, object: &DynamicObject, guests: &dyn Guests) {
         let uid = object.metadata.uid.clone();
         let recreated = self
             .states
@@ -829,7 +829,7 @@ impl Objects {
     /// Keeps what runs for `key` current with a new generation of a spec that leaves its
     /// module's settings as they are: a verdict on it is for the new generation, and its
     /// probation follows the spec's rollback.
-    async fn refresh(&self, key: &ObjectKey, spec: &ControllerSpec, generation: i64) {
+    async fn refresh(&self, key: &ControllerKey, spec: &ControllerSpec, generation: i64) {
         let mut states = self.states.lock().await;
         let Some(state) = states.get_mut(key) else {
             return;
@@ -860,7 +860,7 @@ impl Objects {
     /// what the last writer recorded (revisions, a rollback) survives a failover. The running
     /// revision's probation goes on from the start the history records; one the history does
     /// not know starts now, on probation.
-    async fn take_over(&self, key: &ObjectKey, spec: &ControllerSpec, guests: &dyn Guests) {
+    async fn take_over(&self, key: &ControllerKey, spec: &ControllerSpec, guests: &dyn Guests) {
         let acting = self.states.lock().await.get(key).is_some_and(|s| s.acting);
         if acting || !self.gate.is_open() {
             return;
@@ -908,7 +908,7 @@ impl Objects {
     /// `generation` and rollback is on: it still has to be replaced.
     async fn running_bad(
         &self,
-        key: &ObjectKey,
+        key: &ControllerKey,
         spec: &ControllerSpec,
         generation: i64,
     ) -> Option<(String, String)> {
@@ -926,7 +926,7 @@ impl Objects {
     /// Whether the reconcile goes on.
     async fn roll_back(
         self: &Arc<Self>,
-        key: &ObjectKey,
+        key: &ControllerKey,
         object: &DynamicObject,
         spec: &ControllerSpec,
         generation: i64,
@@ -985,7 +985,7 @@ impl Objects {
     /// an older one is a rollback, with a Warning Event.
     async fn restore_idle(
         &self,
-        key: &ObjectKey,
+        key: &ControllerKey,
         object: &DynamicObject,
         spec: &ControllerSpec,
         bad: Option<&str>,
@@ -1031,7 +1031,7 @@ impl Objects {
 
     /// Forgets what ran for `key` when the host stopped its guest (an older object's guest
     /// took its name): it is loaded again, or refused with the reason.
-    async fn forget_stopped(&self, key: &ObjectKey, guests: &dyn Guests) {
+    async fn forget_stopped(&self, key: &ControllerKey, guests: &dyn Guests) {
         let mut states = self.states.lock().await;
         if let Some(state) = states.get_mut(key)
             && state.applied.is_some()
@@ -1064,7 +1064,7 @@ impl Objects {
     }
 
     /// Remembers that the module and spec `refused` were refused for good.
-    async fn remember_refused(&self, key: &ObjectKey, refused: Option<(String, i64)>) {
+    async fn remember_refused(&self, key: &ControllerKey, refused: Option<(String, i64)>) {
         if let Some(state) = self.states.lock().await.get_mut(key) {
             state.refused = refused;
         }
@@ -1073,7 +1073,7 @@ impl Objects {
     /// Unloads the object's guest, for its paused spec; whether one ran.
     async fn pause(
         &self,
-        key: &ObjectKey,
+        key: &ControllerKey,
         object: &DynamicObject,
         generation: i64,
         guests: &dyn Guests,
@@ -1146,7 +1146,7 @@ impl Objects {
     /// probation. `tally` is the guest's as it started.
     async fn ran(
         &self,
-        key: &ObjectKey,
+        key: &ControllerKey,
         applied: Applied,
         tally: Option<&Tally>,
         spec: &ControllerSpec,
@@ -1179,7 +1179,7 @@ impl Objects {
     /// when shutdown has begun.
     async fn restore(
         &self,
-        key: &ObjectKey,
+        key: &ControllerKey,
         spec: &ControllerSpec,
         generation: i64,
         bad: Option<&str>,
@@ -1260,7 +1260,7 @@ impl Objects {
 
     /// Queues `key` again after a refusal: with backoff when it is transient, else at the next
     /// poll of its source.
-    fn retry(&self, key: &ObjectKey, spec: &ControllerSpec, refusal: &Refusal) {
+    fn retry(&self, key: &ControllerKey, spec: &ControllerSpec, refusal: &Refusal) {
         if !refusal.transient {
             self.poll(key, spec);
             return;
@@ -1272,7 +1272,7 @@ impl Objects {
     /// A standby does not resolve a tag again: it follows what the acting replica records
     /// (see [`Self::follow`]). Each interval is stretched or shrunk at random by up to 10%, so
     /// that objects created together do not poll together.
-    fn poll(&self, key: &ObjectKey, spec: &ControllerSpec) {
+    fn poll(&self, key: &ControllerKey, spec: &ControllerSpec) {
         let tag =
             matches!(&spec.module.source, Source::Image(i) if !i.reference.contains("@sha256:"));
         if tag && !self.gate.is_open() {
@@ -1288,7 +1288,7 @@ impl Objects {
     /// still runs.
     async fn refused(
         &self,
-        key: &ObjectKey,
+        key: &ControllerKey,
         object: &DynamicObject,
         generation: i64,
         refusal: &Refusal,
@@ -1313,7 +1313,7 @@ impl Objects {
     /// Ready while an earlier module still runs.
     async fn degraded(
         &self,
-        key: &ObjectKey,
+        key: &ControllerKey,
         object: &DynamicObject,
         generation: i64,
         refusal: &Refusal,
@@ -1425,7 +1425,7 @@ impl Objects {
             let Some(guests) = guests.upgrade() else {
                 return;
             };
-            let running: Vec<ObjectKey> = {
+            let running: Vec<ControllerKey> = {
                 let states = self.states.lock().await;
                 states
                     .iter()
@@ -1446,7 +1446,7 @@ impl Objects {
     /// `uid`.
     async fn write_tally(
         &self,
-        key: &ObjectKey,
+        key: &ControllerKey,
         uid: Option<String>,
         counters: WasmControllerStatus,
     ) {
@@ -1549,7 +1549,7 @@ impl Objects {
 
 /// Reports an object's handling done when dropped, also by a panic, so that the object is
 /// handled again when it was queued meanwhile.
-struct Done(Arc<Objects>, ObjectKey);
+struct Done(Arc<Objects>, ControllerKey);
 
 impl Drop for Done {
     fn drop(&mut self) {
@@ -1722,7 +1722,7 @@ fn created(object: &DynamicObject) -> String {
         .unwrap_or_default()
 }
 
-fn key(object: &DynamicObject) -> Option<ObjectKey> {
+fn key(object: &DynamicObject) -> Option<ControllerKey> {
     Some((
         object.metadata.namespace.clone()?,
         object.metadata.name.clone()?,
@@ -1731,7 +1731,7 @@ fn key(object: &DynamicObject) -> Option<ObjectKey> {
 
 /// The module digests (hex) the objects run or their revisions name: kept in the module store
 /// and the compile cache whatever their bounds.
-fn named(states: &HashMap<ObjectKey, State>) -> HashSet<String> {
+fn named(states: &HashMap<ControllerKey, State>) -> HashSet<String> {
     let hex = |digest: &str| digest.strip_prefix("sha256:").unwrap_or(digest).to_owned();
     states
         .values()

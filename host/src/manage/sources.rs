@@ -13,10 +13,10 @@ use oci_client::secrets::RegistryAuth;
 use crate::cluster::gate::Gate;
 use crate::config::controller::ControllerSpec;
 use crate::config::{KeyRef, Source};
-use crate::control::refusal::Refusal;
-use crate::control::revisions::Revision;
+use crate::manage::refusal::Refusal;
+use crate::manage::revisions::Revision;
+use crate::wasm::module_store::Access;
 use crate::wasm::oci::{self, Artifact, Registries};
-use crate::wasm::store::Access;
 
 /// An object's namespace and name.
 type Key = (String, String);

@@ -47,7 +47,7 @@ pub enum Write {
 
 /// A [`Backend`] holding objects in memory and recording every write.
 #[derive(Debug, Default)]
-pub struct FixtureBackend {
+pub struct OfflineBackend {
     state: Mutex<State>,
     cluster_scoped: Vec<GroupVersionKind>,
 }
@@ -132,7 +132,7 @@ impl State {
     }
 }
 
-impl FixtureBackend {
+impl OfflineBackend {
     /// Holds `objects` (Kubernetes JSON with `apiVersion`, `kind` and `metadata.name`); a later
     /// object replaces an earlier one of the same kind, namespace and name.
     ///
@@ -234,7 +234,7 @@ fn precondition(object: &Value, field: &str, expected: Option<&str>) -> Result<(
 }
 
 #[async_trait]
-impl Backend for FixtureBackend {
+impl Backend for OfflineBackend {
     fn is_cluster_scoped(&self, kind: &GroupVersionKind) -> bool {
         self.cluster_scoped.contains(kind)
     }
@@ -406,8 +406,8 @@ mod tests {
             .collect()
     }
 
-    fn fixture() -> FixtureBackend {
-        FixtureBackend::new(vec![
+    fn fixture() -> OfflineBackend {
+        OfflineBackend::new(vec![
             pod("b", "x", "web"),
             pod("a", "y", "db"),
             pod("a", "x", "web"),

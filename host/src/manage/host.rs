@@ -13,7 +13,7 @@
 //! controller replaces it on each object with its own, or removes it if it declares none, and
 //! finalizes an object deleted before that. A guest unloaded, or replaced by one of another
 //! primary selection, leaves its finalizer on its objects: they are watched, logged and counted
-//! (see [`crate::control::orphans`]) until a guest with that finalizer runs again.
+//! (see [`crate::manage::stale_finalizers`]) until a guest with that finalizer runs again.
 //!
 //! An invalid module is rejected with an error in the log and the previous one keeps running; a
 //! removed file unloads its guest.
@@ -36,21 +36,21 @@ use tokio_util::task::TaskTracker;
 use crate::cluster::gate::Gate;
 use crate::cluster::watch::{Informer, Informers, Resources};
 use crate::config::{Config, ModuleConfig, QueueConfig};
-use crate::control::access;
 use crate::control::controller::{Controller, Settings};
-use crate::control::names::{GuestKey, Names, default_name};
-use crate::control::objects::{self, Guests, Loaded, ObjectKey};
-use crate::control::orphans::Orphans;
-use crate::control::refusal::Refusal;
-use crate::control::reload;
 use crate::control::replica::Replica;
 use crate::control::tally::Tally;
+use crate::manage::access;
+use crate::manage::names::{GuestKey, Names, default_name};
+use crate::manage::objects::{self, ControllerKey, Guests, Loaded};
+use crate::manage::refusal::Refusal;
+use crate::manage::reload;
+use crate::manage::stale_finalizers::Orphans;
 use crate::wasm::declaration::Metadata;
+use crate::wasm::limits::CallLimits;
 use crate::wasm::module::{self, LoadError, Module};
+use crate::wasm::module_store::ModuleStore;
 use crate::wasm::permissions::{self, Permissions, Requirement};
 use crate::wasm::runtime::{Runtime, RuntimeError};
-use crate::wasm::state::Limits;
-use crate::wasm::store::ModuleStore;
 
 /// Why a module could not be started, at start-up or on reload.
 #[derive(Debug, thiserror::Error)]
@@ -481,7 +481,7 @@ impl Shared {
         bytes: Vec<u8>,
         config: &ModuleConfig,
     ) -> Result<(Arc<Module>, Settings, Vec<Requirement>), HostError> {
-        let limits = Limits::from(config.limits);
+        let limits = CallLimits::from(config.limits);
         let mut module = module::load_bytes(&self.runtime, origin, bytes, &limits).await?;
         let cluster_scoped = match key {
             GuestKey::Object { .. } => self.cluster_scoped(&module).await?,
@@ -808,7 +808,7 @@ impl Shared {
 impl Guests for Shared {
     async fn run(
         &self,
-        key: &ObjectKey,
+        key: &ControllerKey,
         created: &str,
         origin: String,
         bytes: Vec<u8>,
@@ -841,7 +841,7 @@ impl Guests for Shared {
         }
     }
 
-    async fn stop(&self, key: &ObjectKey) -> bool {
+    async fn stop(&self, key: &ControllerKey) -> bool {
         let key = GuestKey::from(key);
         let stopped = self.unload(&key).await;
         self.names.forget(&key);
@@ -849,11 +849,11 @@ impl Guests for Shared {
         stopped
     }
 
-    fn running(&self, key: &ObjectKey) -> bool {
+    fn running(&self, key: &ControllerKey) -> bool {
         self.guest(&GuestKey::from(key)).is_some()
     }
 
-    async fn review(&self, key: &ObjectKey) -> Result<(), Refusal> {
+    async fn review(&self, key: &ControllerKey) -> Result<(), Refusal> {
         let key = GuestKey::from(key);
         let Some(controller) = self.guest(&key) else {
             return Ok(());
@@ -877,7 +877,7 @@ impl Guests for Shared {
         }
     }
 
-    fn tally(&self, key: &ObjectKey) -> Option<Tally> {
+    fn tally(&self, key: &ControllerKey) -> Option<Tally> {
         let key = GuestKey::from(key);
         self.guest(&key).map(|c| c.tally())
     }
@@ -946,7 +946,7 @@ fn log_reloaded(guest: &str, module: &Module, took: Duration, message: &str) {
 fn settings(
     config: &ModuleConfig,
     metadata: &Metadata,
-    limits: Limits,
+    limits: CallLimits,
     queue: QueueConfig,
 ) -> Settings {
     let mut max_concurrency = config.max_concurrency.unwrap_or(metadata.max_concurrency);
@@ -1008,7 +1008,7 @@ mod tests {
         settings(
             &config.modules[0],
             &declared(),
-            Limits::default(),
+            CallLimits::default(),
             QueueConfig::default(),
         )
     }
