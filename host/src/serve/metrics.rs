@@ -204,9 +204,29 @@ impl Snapshot {
         }
     }
 
-    /// The exposition, in [`CONTENT_TYPE`].
+    /// The exposition, in [`CONTENT_TYPE`]: the per-guest families, the shards', the module
+    /// loads', the orphaned finalizers', the caches' and the leader's, in that order.
     pub fn render(&self) -> String {
         let mut out = Exposition::default();
+        self.render_reconciles(&mut out);
+        self.render_workqueues(&mut out);
+        self.render_guest_faults(&mut out);
+        self.render_guest_writes(&mut out);
+        self.render_guest_finalizing(&mut out);
+        self.render_guest_health(&mut out);
+        self.render_guest_calls(&mut out);
+        self.render_shards(&mut out);
+        self.render_loads(&mut out);
+        self.render_orphans(&mut out);
+        self.render_caches(&mut out);
+        self.render_leader(&mut out);
+        out.0
+    }
+}
+
+impl Snapshot {
+    /// controller-runtime's `controller_runtime_*` families, labelled `controller`.
+    fn render_reconciles(&self, out: &mut Exposition) {
         let guests = &self.guests;
         out.family(
             "controller_runtime_reconcile_total",
@@ -259,6 +279,11 @@ impl Snapshot {
             "controller",
             |g| g.active_workers,
         );
+    }
+
+    /// client-go's `workqueue_*` families, labelled `name`.
+    fn render_workqueues(&self, out: &mut Exposition) {
+        let guests = &self.guests;
         out.per_guest(
             guests,
             "workqueue_depth",
@@ -313,6 +338,11 @@ impl Snapshot {
             "name",
             |g| g.queue.longest_running_processor_seconds,
         );
+    }
+
+    /// Reconciles that trapped, timed out or ran out of memory, and host calls refused.
+    fn render_guest_faults(&self, out: &mut Exposition) {
+        let guests = &self.guests;
         out.per_guest(
             guests,
             "kubewasm_guest_traps_total",
@@ -345,6 +375,11 @@ impl Snapshot {
             "controller",
             |g| g.tally.denied,
         );
+    }
+
+    /// Applies the host did not send and events it dropped.
+    fn render_guest_writes(&self, out: &mut Exposition) {
+        let guests = &self.guests;
         out.per_guest(
             guests,
             "kubewasm_writes_elided_total",
@@ -361,6 +396,11 @@ impl Snapshot {
             "controller",
             |g| g.events_dropped,
         );
+    }
+
+    /// Objects being deleted that wait for a guest's `finalize`.
+    fn render_guest_finalizing(&self, out: &mut Exposition) {
+        let guests = &self.guests;
         out.per_guest(
             guests,
             "kubewasm_guest_finalizing_objects",
@@ -377,6 +417,11 @@ impl Snapshot {
             "controller",
             |g| g.finalizing.oldest_seconds,
         );
+    }
+
+    /// Guest log lines kept out of the host's log, and whether a guest's reconciles keep failing.
+    fn render_guest_health(&self, out: &mut Exposition) {
+        let guests = &self.guests;
         out.per_guest(
             guests,
             "kubewasm_guest_log_lines_dropped_total",
@@ -401,6 +446,11 @@ impl Snapshot {
             "controller",
             |g| u64::from(g.tally.failing),
         );
+    }
+
+    /// Times to instantiate a guest and of its export calls.
+    fn render_guest_calls(&self, out: &mut Exposition) {
+        let guests = &self.guests;
         out.per_guest_histogram(
             guests,
             "kubewasm_guest_instantiate_seconds",
@@ -415,7 +465,42 @@ impl Snapshot {
             "controller",
             |g| &g.call,
         );
-        self.render_shards(&mut out);
+    }
+
+    /// The sharded guests' families; none without sharding.
+    fn render_shards(&self, out: &mut Exposition) {
+        let sharded: Vec<(&str, &ShardSnapshot)> = self
+            .guests
+            .iter()
+            .filter_map(|g| Some((g.name.as_str(), g.shard.as_ref()?)))
+            .collect();
+        if sharded.is_empty() {
+            return;
+        }
+        let name = "kubewasm_shard_objects";
+        out.family(
+            name,
+            Kind::Gauge,
+            "Primary objects labelled for this replica's member and cached here",
+        );
+        for (guest, shard) in &sharded {
+            let labels = [("controller", *guest), ("member", shard.member.as_str())];
+            out.sample(name, &labels, shard.objects);
+        }
+        render_shard_counts(out, &sharded);
+        let name = "kubewasm_shard_handover_seconds";
+        out.family(
+            name,
+            Kind::Histogram,
+            "Time from this replica's sharder asking for a drain to labelling the key for its new member",
+        );
+        for (guest, shard) in &sharded {
+            out.histogram(name, &[("controller", guest)], &shard.handover);
+        }
+    }
+
+    /// The module load counters, then the refusals by reason.
+    fn render_loads(&self, out: &mut Exposition) {
         let loads = &self.loads;
         for (name, help, value) in [
             (
@@ -451,6 +536,11 @@ impl Snapshot {
         for (reason, value) in &loads.refused {
             out.sample(name, &[("reason", reason)], *value);
         }
+    }
+
+    /// Objects carrying the finalizer of a guest no longer running, and those of them being
+    /// deleted.
+    fn render_orphans(&self, out: &mut Exposition) {
         type Orphaned = (&'static str, &'static str, fn(&OrphanCount) -> usize);
         let orphaned: [Orphaned; 2] = [
             (
@@ -474,6 +564,10 @@ impl Snapshot {
                 out.sample(name, &labels, value(&orphan.count));
             }
         }
+    }
+
+    /// The informers' objects and completed lists, labelled with what each watches.
+    fn render_caches(&self, out: &mut Exposition) {
         type Family = (&'static str, Kind, &'static str, fn(&CacheSnapshot) -> u64);
         let caches: [Family; 2] = [
             (
@@ -507,6 +601,10 @@ impl Snapshot {
                 );
             }
         }
+    }
+
+    /// Under leader election, whether this process holds the Lease; nothing otherwise.
+    fn render_leader(&self, out: &mut Exposition) {
         if let Some((lease, leading)) = &self.leader {
             let name = "leader_election_master_status";
             out.family(
@@ -516,72 +614,42 @@ impl Snapshot {
             );
             out.sample(name, &[("name", lease)], u64::from(*leading));
         }
-        out.0
     }
 }
 
-impl Snapshot {
-    /// The sharded guests' families; none without sharding.
-    fn render_shards(&self, out: &mut Exposition) {
-        let sharded: Vec<(&str, &ShardSnapshot)> = self
-            .guests
-            .iter()
-            .filter_map(|g| Some((g.name.as_str(), g.shard.as_ref()?)))
-            .collect();
-        if sharded.is_empty() {
-            return;
-        }
-        let name = "kubewasm_shard_objects";
-        out.family(
-            name,
+/// The sharded guests' counters and gauges of their sharders, labelled `controller`.
+fn render_shard_counts(out: &mut Exposition, sharded: &[(&str, &ShardSnapshot)]) {
+    type Count = (&'static str, Kind, &'static str, fn(&ShardSnapshot) -> u64);
+    let counts: [Count; 4] = [
+        (
+            "kubewasm_shard_handovers_total",
+            Kind::Counter,
+            "Keys this replica handed over to another member after a drain",
+            |s| s.handovers,
+        ),
+        (
+            "kubewasm_shard_members",
             Kind::Gauge,
-            "Primary objects labelled for this replica's member and cached here",
-        );
-        for (guest, shard) in &sharded {
-            let labels = [("controller", *guest), ("member", shard.member.as_str())];
-            out.sample(name, &labels, shard.objects);
-        }
-        type Count = (&'static str, Kind, &'static str, fn(&ShardSnapshot) -> u64);
-        let counts: [Count; 4] = [
-            (
-                "kubewasm_shard_handovers_total",
-                Kind::Counter,
-                "Keys this replica handed over to another member after a drain",
-                |s| s.handovers,
-            ),
-            (
-                "kubewasm_shard_members",
-                Kind::Gauge,
-                "Live members of the ring, as this replica's sharder last saw them (0 unless it leads)",
-                |s| s.members,
-            ),
-            (
-                "kubewasm_shard_assignments_total",
-                Kind::Counter,
-                "Objects this replica's sharder labelled for a member: new ones and those of members gone",
-                |s| s.assigned,
-            ),
-            (
-                "kubewasm_shard_moves_total",
-                Kind::Counter,
-                "Drains this replica's sharder asked for: keys moving between live members",
-                |s| s.moves,
-            ),
-        ];
-        for (name, kind, help, value) in counts {
-            out.family(name, kind, help);
-            for (guest, shard) in &sharded {
-                out.sample(name, &[("controller", guest)], value(shard));
-            }
-        }
-        let name = "kubewasm_shard_handover_seconds";
-        out.family(
-            name,
-            Kind::Histogram,
-            "Time from this replica's sharder asking for a drain to labelling the key for its new member",
-        );
-        for (guest, shard) in &sharded {
-            out.histogram(name, &[("controller", guest)], &shard.handover);
+            "Live members of the ring, as this replica's sharder last saw them (0 unless it leads)",
+            |s| s.members,
+        ),
+        (
+            "kubewasm_shard_assignments_total",
+            Kind::Counter,
+            "Objects this replica's sharder labelled for a member: new ones and those of members gone",
+            |s| s.assigned,
+        ),
+        (
+            "kubewasm_shard_moves_total",
+            Kind::Counter,
+            "Drains this replica's sharder asked for: keys moving between live members",
+            |s| s.moves,
+        ),
+    ];
+    for (name, kind, help, value) in counts {
+        out.family(name, kind, help);
+        for (guest, shard) in sharded {
+            out.sample(name, &[("controller", guest)], value(shard));
         }
     }
 }
