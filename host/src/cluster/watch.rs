@@ -3,9 +3,16 @@
 //!
 //! Each informer resolves its kind through discovery (retrying until a CRD installed later
 //! appears), lists, then watches from the list's resourceVersion; a watch the server ends is
-//! resumed from the last version seen; on 410 Gone or any error it backs off and relists, and the relist is diffed against the cache so that handlers see
-//! exactly the adds, updates and deletes they missed. Every cached object carries its
-//! `apiVersion` and `kind`, also the items of a list, where the API server leaves them out.
+//! resumed from the last version seen, and a refused watch request is sent again after the
+//! backoff. A 410 Gone or a watch failing midway relists, after the backoff but for a 410
+//! midway, and the relist is diffed against the cache so that handlers see exactly the adds,
+//! updates and deletes they missed. Every cached object carries its `apiVersion` and `kind`,
+//! also the items of a list, where the API server leaves them out.
+//!
+//! It lists and watches by itself rather than through kube_runtime's `watcher`, whose events
+//! carry no resourceVersion: the [`Store`] needs the version of each list snapshot, to keep the
+//! host's recorded writes and deletes newer than a relist, and of each bookmark, which a write
+//! must pass to be recorded (`watcher` swallows bookmarks and ends a list with a bare `InitDone`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -352,10 +359,31 @@ async fn list(
     }
 }
 
+/// What one informer's task ends a watch with.
+enum Watched {
+    /// Watch again from the last version seen.
+    Resume,
+    /// List again.
+    Relist,
+    /// The informer is gone: end the task.
+    Stopped,
+}
+
+/// What one watch event asks of the informer's task.
+enum Handled {
+    /// Applied: go on with the watch.
+    Applied,
+    /// 410 Gone: list again at once.
+    Expired,
+    /// A failed watch: report it and list again after the backoff.
+    Failed(kube::Error),
+}
+
 /// Lists, then watches from the list's resourceVersion, for as long as the informer lives. A
-/// watch the server ends is resumed from the last version seen; a 410 Gone (the version was
-/// compacted away) or a failure relists after the backoff, and the relist is diffed against the
-/// cache.
+/// watch the server ends is resumed from the last version seen, a refused watch request is
+/// sent again after the backoff; a 410 Gone (the version was compacted away) or a watch failing
+/// midway relists, after the backoff but for a 410 midway, and the relist is diffed against
+/// the cache.
 async fn run(
     resources: Arc<Resources>,
     (key, transform): (Selection, Transform),
@@ -363,126 +391,193 @@ async fn run(
     synced: signal::Sender<bool>,
 ) {
     let mut backoff = Backoff::new();
-    let api = loop {
-        match resources.api(&key.kind, key.namespace.as_deref()).await {
-            Ok(api) => break api,
-            Err(error) => {
-                tracing::warn!(kind = ?key.kind, %error, "kind not served yet; retrying in {:?}", backoff.0);
-                backoff.wait().await;
-            }
-        }
-    };
+    let api = served(&resources, &key, &mut backoff).await;
     backoff.reset();
     let selector = key.selector.as_ref().map(ToString::to_string);
     let types = TypeMeta {
         api_version: key.kind.api_version(),
         kind: key.kind.kind.clone(),
     };
-    // List items of built-in kinds come without apiVersion and kind: the cache holds what a
-    // watch event holds, so guests, triggers and write elision see one form.
-    let cached = |mut object: DynamicObject| {
-        object.types.get_or_insert_with(|| types.clone());
-        transform.apply(&mut object);
-        CachedObject::new(object)
+    let mut reflector = Reflector {
+        api,
+        selector,
+        types,
+        key,
+        transform,
+        informer,
+        synced,
+        backoff,
     };
-    'list: loop {
-        let same = |object: &DynamicObject| informer.upgrade()?.store().same(object);
-        let (objects, mut version) = match list(&api, selector.as_deref(), same, cached).await {
-            Ok(listed) => listed,
-            Err(error) => {
-                report(&key, &error);
-                backoff.wait().await;
-                continue;
-            }
-        };
-        let Some(live) = informer.upgrade() else {
+    loop {
+        let Some(mut version) = reflector.sync().await else {
             return;
         };
-        tracing::debug!(kind = ?key.kind, namespace = ?key.namespace, objects = objects.len(), %version, "informer listed");
+        loop {
+            match reflector.watch(&mut version).await {
+                Watched::Resume => {}
+                Watched::Relist => break,
+                Watched::Stopped => return,
+            }
+        }
+    }
+}
+
+/// The API handle of `key`'s kind, once discovery serves it: a CRD may be installed later.
+async fn served(
+    resources: &Resources,
+    key: &Selection,
+    backoff: &mut Backoff,
+) -> Api<DynamicObject> {
+    loop {
+        match resources.api(&key.kind, key.namespace.as_deref()).await {
+            Ok(api) => return api,
+            Err(error) => {
+                tracing::warn!(kind = ?key.kind, %error, "kind not served yet; retrying in {:?}", backoff.0);
+                backoff.wait().await;
+            }
+        }
+    }
+}
+
+/// One informer's list-then-watch, from the time discovery served its kind.
+struct Reflector {
+    api: Api<DynamicObject>,
+    selector: Option<String>,
+    /// The kind's `apiVersion` and `kind`, given to the list items that lack them.
+    types: TypeMeta,
+    key: Selection,
+    transform: Transform,
+    informer: Weak<Informer>,
+    synced: signal::Sender<bool>,
+    backoff: Backoff,
+}
+
+impl Reflector {
+    /// The cached form of `object`: with its kind, through the transform.
+    fn cached(&self, mut object: DynamicObject) -> CachedObject {
+        // List items of built-in kinds come without apiVersion and kind: the cache holds what a
+        // watch event holds, so guests, triggers and write elision see one form.
+        object.types.get_or_insert_with(|| self.types.clone());
+        self.transform.apply(&mut object);
+        CachedObject::new(object)
+    }
+
+    /// Lists until a list succeeds, backing off after each failure, replaces the cache with
+    /// it and marks the informer synced; returns the list's resourceVersion, or `None` when the
+    /// informer is gone.
+    async fn sync(&mut self) -> Option<String> {
+        let (objects, version) = loop {
+            let same = |object: &DynamicObject| self.informer.upgrade()?.store().same(object);
+            let cached = |object| self.cached(object);
+            match list(&self.api, self.selector.as_deref(), same, cached).await {
+                Ok(listed) => break listed,
+                Err(error) => {
+                    report(&self.key, &error);
+                    self.backoff.wait().await;
+                }
+            }
+        };
+        let live = self.informer.upgrade()?;
+        tracing::debug!(kind = ?self.key.kind, namespace = ?self.key.namespace, objects = objects.len(), %version, "informer listed");
         // Marked synced under the handlers lock: a handler that subscribes before gets the
         // listed objects as changes, one that subscribes after replays the store.
         live.emit(|store| {
             let changes = store.replace(objects, &version);
-            synced.send_replace(true);
+            self.synced.send_replace(true);
             changes
         });
         drop(live);
-        backoff.reset();
-        loop {
-            let mut params = WatchParams::default().timeout(WATCH_SECONDS);
-            if let Some(selector) = &selector {
-                params = params.labels(selector);
-            }
-            let started = Instant::now();
-            let mut events = match api.watch(&params, &version).await {
-                Ok(events) => events.boxed(),
-                Err(kube::Error::Api(status)) if status.code == 410 => {
-                    expired(&key, &version);
-                    // Gone at once: wait before listing again, so a server that answers every
-                    // fresh version with 410 is not hammered.
-                    backoff.wait().await;
-                    continue 'list;
-                }
-                Err(error) => {
-                    report(&key, &error);
-                    backoff.wait().await;
-                    continue;
-                }
-            };
-            let mut delivered = false;
-            while let Some(event) = events.next().await {
-                let Some(live) = informer.upgrade() else {
-                    return;
-                };
-                match event {
-                    Ok(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
-                        let object = cached(object);
-                        if let Some(seen) = object.resource_version() {
-                            seen.clone_into(&mut version);
-                        }
-                        live.emit(|store| store.upsert(object).into_iter().collect());
-                    }
-                    Ok(WatchEvent::Deleted(object)) => {
-                        let deleted = cached(object);
-                        if let Some(seen) = deleted.resource_version() {
-                            seen.clone_into(&mut version);
-                        }
-                        live.emit(|store| store.remove(&deleted).into_iter().collect());
-                    }
-                    Ok(WatchEvent::Bookmark(bookmark)) => {
-                        version = bookmark.metadata.resource_version;
-                        live.store().bookmark(&version);
-                    }
-                    Ok(WatchEvent::Error(status)) if status.code == 410 => {
-                        expired(&key, &version);
-                        continue 'list;
-                    }
-                    // An event that cannot be read or a failed watch: as client-go's reflector,
-                    // list again after the backoff rather than resume where it failed.
-                    Ok(WatchEvent::Error(status)) => {
-                        drop(live);
-                        report(&key, &kube::Error::Api(status));
-                        backoff.wait().await;
-                        continue 'list;
-                    }
-                    Err(kube::Error::Api(status)) if status.code == 410 => {
-                        expired(&key, &version);
-                        continue 'list;
-                    }
-                    Err(error) => {
-                        drop(live);
-                        report(&key, &error);
-                        backoff.wait().await;
-                        continue 'list;
-                    }
-                }
-                delivered = true;
-                backoff.reset();
-            }
-            if !delivered && started.elapsed() < SHORT_WATCH {
-                backoff.wait().await;
-            }
+        self.backoff.reset();
+        Some(version)
+    }
+
+    /// One watch request from `version`, which follows the events it delivers, until the
+    /// server ends it or it fails.
+    async fn watch(&mut self, version: &mut String) -> Watched {
+        let mut params = WatchParams::default().timeout(WATCH_SECONDS);
+        if let Some(selector) = &self.selector {
+            params = params.labels(selector);
         }
+        let started = Instant::now();
+        let mut events = match self.api.watch(&params, version).await {
+            Ok(events) => events.boxed(),
+            Err(kube::Error::Api(status)) if status.code == 410 => {
+                expired(&self.key, version);
+                // Gone at once: wait before listing again, so a server that answers every
+                // fresh version with 410 is not hammered.
+                self.backoff.wait().await;
+                return Watched::Relist;
+            }
+            Err(error) => {
+                report(&self.key, &error);
+                self.backoff.wait().await;
+                return Watched::Resume;
+            }
+        };
+        let mut delivered = false;
+        while let Some(event) = events.next().await {
+            let Some(live) = self.informer.upgrade() else {
+                return Watched::Stopped;
+            };
+            match self.handle(&live, event, version) {
+                Handled::Applied => {}
+                Handled::Expired => return Watched::Relist,
+                Handled::Failed(error) => {
+                    drop(live);
+                    report(&self.key, &error);
+                    self.backoff.wait().await;
+                    return Watched::Relist;
+                }
+            }
+            delivered = true;
+            self.backoff.reset();
+        }
+        if !delivered && started.elapsed() < SHORT_WATCH {
+            self.backoff.wait().await;
+        }
+        Watched::Resume
+    }
+
+    /// Applies one watch event to `live`'s cache and notes its version in `version`.
+    fn handle(
+        &self,
+        live: &Informer,
+        event: Result<WatchEvent<DynamicObject>, kube::Error>,
+        version: &mut String,
+    ) -> Handled {
+        match event {
+            Ok(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
+                let object = self.cached(object);
+                if let Some(seen) = object.resource_version() {
+                    seen.clone_into(version);
+                }
+                live.emit(|store| store.upsert(object).into_iter().collect());
+            }
+            Ok(WatchEvent::Deleted(object)) => {
+                let deleted = self.cached(object);
+                if let Some(seen) = deleted.resource_version() {
+                    seen.clone_into(version);
+                }
+                live.emit(|store| store.remove(&deleted).into_iter().collect());
+            }
+            Ok(WatchEvent::Bookmark(bookmark)) => {
+                *version = bookmark.metadata.resource_version;
+                live.store().bookmark(version);
+            }
+            Ok(WatchEvent::Error(status)) if status.code == 410 => {
+                expired(&self.key, version);
+                return Handled::Expired;
+            }
+            // An event that cannot be read or a failed watch: as client-go's reflector, list
+            // again after the backoff rather than resume where it failed.
+            Ok(WatchEvent::Error(status)) => return Handled::Failed(kube::Error::Api(status)),
+            Err(kube::Error::Api(status)) if status.code == 410 => {
+                expired(&self.key, version);
+                return Handled::Expired;
+            }
+            Err(error) => return Handled::Failed(error),
+        }
+        Handled::Applied
     }
 }
 

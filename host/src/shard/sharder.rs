@@ -26,12 +26,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use futures::stream::{BoxStream, SelectAll};
 use futures::{FutureExt, StreamExt, stream};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::Api;
-use kube::api::{DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -145,7 +146,7 @@ enum Source {
 pub async fn run(
     guest: Guest,
     resources: Arc<Resources>,
-    mut members: watch::Receiver<BTreeSet<String>>,
+    members: watch::Receiver<BTreeSet<String>>,
     sharding: Gate,
     stats: Arc<ShardStats>,
     stop: CancellationToken,
@@ -154,93 +155,131 @@ pub async fn run(
         () = sharding.opened() => {}
         () = stop.cancelled() => return,
     }
-    let label = membership::shard_label(&guest.name);
-    let drain = membership::drain_label(&guest.name);
-    let mut streams = Vec::new();
-    let sources = guest
-        .primaries
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (Source::Primary(i), s))
-        .chain(
-            guest
-                .owned
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (Source::Owned(i), s)),
-        );
-    let mut kinds = HashMap::new();
-    let mut primary = None;
-    for (source, selection) in sources {
-        let api = loop {
-            match resources.resolve(&selection.kind).await {
-                Ok((resource, namespaced)) => {
-                    if matches!(source, Source::Primary(_)) {
-                        primary = Some(Primary {
-                            kind: selection.kind.clone(),
-                            namespaced,
-                        });
-                    }
-                    let client = resources.client().clone();
-                    break match &selection.namespace {
-                        Some(namespace) if namespaced => {
-                            Api::<PartialObjectMeta<DynamicObject>>::namespaced_with(
-                                client, namespace, &resource,
-                            )
-                        }
-                        _ => Api::all_with(client, &resource),
-                    };
-                }
-                Err(error) => {
-                    tracing::warn!(guest = %guest.name, %error, "sharder: resolving a kind");
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        () = stop.cancelled() => return,
-                    }
-                }
-            }
-        };
-        let mut config = watcher::Config::default();
-        if let Some(selector) = &selection.selector {
-            config = config.labels(&selector.to_string());
-        }
-        let events = watcher(api, config)
-            .default_backoff()
-            .map(move |event| (source, event));
-        streams.push(events.boxed());
-        kinds.insert(source, selection.kind.clone());
-    }
-    let Some(primary) = primary else {
+    let Some(mut sharder) = Sharder::start(guest, resources, members, stats, stop).await else {
         return;
     };
-    let mut events = stream::select_all(streams);
-    let mut state = State::new(label, drain, primary);
-    tracing::info!(guest = %guest.name, "sharding");
-    loop {
-        tokio::select! {
-            event = events.next() => match event {
-                Some((source, Ok(event))) => state.apply(source, event),
-                Some((_, Err(error))) => tracing::debug!(guest = %guest.name, %error, "sharder: watching"),
-                None => return,
-            },
-            changed = members.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep(RETRY), if !state.dirty.is_empty() => {}
-            () = stop.cancelled() => return,
+    tracing::info!(guest = %sharder.guest, "sharding");
+    while sharder.wait().await {
+        sharder.catch_up();
+        sharder.write().await;
+    }
+}
+
+/// The events of one selection's metadata watch, each with where it was seen.
+type Events = BoxStream<
+    'static,
+    (
+        Source,
+        Result<watcher::Event<PartialObjectMeta<DynamicObject>>, watcher::Error>,
+    ),
+>;
+
+/// The sharder of one guest, once it watches every selection of the guest.
+struct Sharder {
+    /// The guest's name.
+    guest: String,
+    resources: Arc<Resources>,
+    members: watch::Receiver<BTreeSet<String>>,
+    stats: Arc<ShardStats>,
+    stop: CancellationToken,
+    events: SelectAll<Events>,
+    /// The kind of each source.
+    kinds: HashMap<Source, GroupVersionKind>,
+    state: State,
+}
+
+impl Sharder {
+    /// Resolves the kind of every selection of `guest`, primaries first, and watches it.
+    /// `None` when `stop` is cancelled first, or when the guest has no primary selection.
+    async fn start(
+        guest: Guest,
+        resources: Arc<Resources>,
+        members: watch::Receiver<BTreeSet<String>>,
+        stats: Arc<ShardStats>,
+        stop: CancellationToken,
+    ) -> Option<Self> {
+        let label = membership::shard_label(&guest.name);
+        let drain = membership::drain_label(&guest.name);
+        let mut streams = Vec::new();
+        let sources = guest
+            .primaries
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (Source::Primary(i), s))
+            .chain(
+                guest
+                    .owned
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (Source::Owned(i), s)),
+            );
+        let mut kinds = HashMap::new();
+        let mut primary = None;
+        for (source, selection) in sources {
+            let (resource, namespaced) =
+                resolve(&guest.name, &resources, &selection.kind, &stop).await?;
+            if matches!(source, Source::Primary(_)) {
+                primary = Some(Primary {
+                    kind: selection.kind.clone(),
+                    namespaced,
+                });
+            }
+            let client = resources.client().clone();
+            streams.push(events_of(client, &resource, namespaced, selection, source));
+            kinds.insert(source, selection.kind.clone());
         }
-        state.ring(&members.borrow_and_update(), &stats);
+        let primary = primary?;
+        Some(Self {
+            guest: guest.name,
+            resources,
+            members,
+            stats,
+            stop,
+            events: stream::select_all(streams),
+            kinds,
+            state: State::new(label, drain, primary),
+        })
+    }
+
+    /// Waits for an event, a change of the ring's members, or, while writes failed, the retry
+    /// pause; applies the event. `false` when the sharder is to end: `stop` is cancelled, the
+    /// members are no longer published, or the watches ended.
+    async fn wait(&mut self) -> bool {
+        tokio::select! {
+            event = self.events.next() => match event {
+                Some((source, Ok(event))) => self.state.apply(source, event),
+                Some((_, Err(error))) => tracing::debug!(guest = %self.guest, %error, "sharder: watching"),
+                None => return false,
+            },
+            changed = self.members.changed() => if changed.is_err() { return false },
+            () = tokio::time::sleep(RETRY), if !self.state.dirty.is_empty() => {}
+            () = self.stop.cancelled() => return false,
+        }
+        true
+    }
+
+    /// Takes the ring's members as they are now, then every event that is ready.
+    fn catch_up(&mut self) {
+        self.state
+            .ring(&self.members.borrow_and_update(), &self.stats);
         // Take what else is ready before writing.
-        while let Some(Some((source, event))) = events.next().now_or_never() {
+        while let Some(Some((source, event))) = self.events.next().now_or_never() {
             if let Ok(event) = event {
-                state.apply(source, event);
+                self.state.apply(source, event);
             }
         }
+    }
+
+    /// Decides and sends the label writes, children first; a failed write's object is decided
+    /// again after the retry pause.
+    async fn write(&mut self) {
         // Children first: a key's new member finds them labelled for it when it gets the key.
-        let (children, keys) = state.decide(&stats);
+        let (children, keys) = self.state.decide(&self.stats);
         for writes in [children, keys] {
             let failed: Vec<_> = stream::iter(writes)
                 .map(|write| {
-                    let kind = &kinds[&write.source];
-                    write.send(&resources, kind)
+                    let kind = &self.kinds[&write.source];
+                    write.send(&self.resources, kind)
                 })
                 .buffer_unordered(WRITES_AT_ONCE)
                 .filter_map(std::future::ready)
@@ -248,13 +287,60 @@ pub async fn run(
                 .await;
             // One line for all: a refusal (say, no RBAC to patch a kind) fails every write.
             if let Some((key, error)) = failed.first().map(|(_, key, error)| (key, error)) {
-                tracing::warn!(guest = %guest.name, failed = failed.len(), first = %key, %error, retry_in = ?RETRY, "sharder: writing shard labels");
+                tracing::warn!(guest = %self.guest, failed = failed.len(), first = %key, %error, retry_in = ?RETRY, "sharder: writing shard labels");
             }
-            state
+            self.state
                 .dirty
                 .extend(failed.into_iter().map(|(source, key, _)| (source, key)));
         }
     }
+}
+
+/// The resource of `kind` and whether it is namespaced, asked for again each second until
+/// discovery answers; `None` when `stop` is cancelled first.
+async fn resolve(
+    guest: &str,
+    resources: &Resources,
+    kind: &GroupVersionKind,
+    stop: &CancellationToken,
+) -> Option<(ApiResource, bool)> {
+    loop {
+        match resources.resolve(kind).await {
+            Ok(resolved) => return Some(resolved),
+            Err(error) => {
+                tracing::warn!(guest = %guest, %error, "sharder: resolving a kind");
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    () = stop.cancelled() => return None,
+                }
+            }
+        }
+    }
+}
+
+/// The metadata watch of `selection`, of the kind `resource` (in its namespace if
+/// `namespaced`), with the default backoff; its events are tagged with `source`.
+fn events_of(
+    client: Client,
+    resource: &ApiResource,
+    namespaced: bool,
+    selection: &Selection,
+    source: Source,
+) -> Events {
+    let api = match &selection.namespace {
+        Some(namespace) if namespaced => {
+            Api::<PartialObjectMeta<DynamicObject>>::namespaced_with(client, namespace, resource)
+        }
+        _ => Api::all_with(client, resource),
+    };
+    let mut config = watcher::Config::default();
+    if let Some(selector) = &selection.selector {
+        config = config.labels(&selector.to_string());
+    }
+    watcher(api, config)
+        .default_backoff()
+        .map(move |event| (source, event))
+        .boxed()
 }
 
 /// A label write the sharder decided on.
