@@ -5,11 +5,14 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use kube::api::GroupVersionKind;
 
 use crate::cluster::selection::Selection;
 use crate::cluster::transform::Transform;
+use crate::cmd::cli::RegistryArgs;
+use crate::cmd::fail;
 use crate::cmd::source::{ModuleSource, SourceError};
 use crate::config::{Config, ConfigError, DropRule, ModuleConfig};
 use crate::wasm::declaration::{Mapping, Metadata};
@@ -106,6 +109,27 @@ pub struct Report {
     /// Each kind it reads whose objects the entry's `cache.drop` rules change, with what they
     /// drop, in the order of the declaration; empty without a configuration.
     pub drops: Vec<(GroupVersionKind, Transform)>,
+}
+
+/// `kubewasm check`: prints the [`Report`] of `module` (a file or an OCI reference), with the
+/// entry of `config` if given. Fails when it cannot be checked, or when its entry's grants do
+/// not give it what it needs.
+pub async fn command(module: &str, config: Option<&Path>, registries: &RegistryArgs) -> ExitCode {
+    let source = ModuleSource::parse(module);
+    let report = match check(&source, config, registries.settings()).await {
+        Ok(report) => report,
+        Err(error) => return fail(error),
+    };
+    print!("{report}");
+    if let Some(entry) = report.entry.filter(|_| !report.missing.is_empty()) {
+        return fail(format!(
+            "the grants of modules[{}] in {} do not give {} what it needs (see missing)",
+            entry.index,
+            entry.config.display(),
+            report.module
+        ));
+    }
+    ExitCode::SUCCESS
 }
 
 /// Loads the module as the host would (with the limits of its configuration entry, if any) and,

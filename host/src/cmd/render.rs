@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use kube::api::GroupVersionKind;
@@ -18,6 +19,8 @@ use serde::ser::SerializeMap;
 use serde_json::Value;
 
 use crate::cluster::cache::kind_of;
+use crate::cmd::cli::RegistryArgs;
+use crate::cmd::fail;
 use crate::cmd::source::{ModuleSource, SourceError};
 use crate::wasm::backend::{
     ApplyRequest, DeleteRequest, EventRequest, LogLine, PatchRequest, Scope,
@@ -160,6 +163,29 @@ impl Rendered {
         };
         serde_yaml::to_string(&view).expect("a rendering serializes to YAML")
     }
+}
+
+/// `kubewasm render`: prints as YAML what one reconcile (or, with `finalize`, one finalize) of
+/// the object in the file `object` renders, against the objects of `cache`. Fails when the call
+/// cannot be made; a guest that fails is rendered.
+pub async fn command(
+    module: &str,
+    object: &Path,
+    cache: &[PathBuf],
+    finalize: bool,
+    registries: &RegistryArgs,
+) -> ExitCode {
+    let entry = if finalize {
+        Entry::Finalize
+    } else {
+        Entry::Reconcile
+    };
+    let source = ModuleSource::parse(module);
+    match render_files(&source, object, cache, entry, registries.settings()).await {
+        Ok(rendered) => print!("{}", rendered.to_yaml()),
+        Err(error) => return fail(error),
+    }
+    ExitCode::SUCCESS
 }
 
 /// Loads the module (a file, or an artifact pulled as the host pulls it), then calls `entry`
