@@ -474,10 +474,11 @@ mod tests {
             ],
             &target(),
         );
-        let yaml = rbac.to_yaml();
-        assert_eq!(
-            yaml,
-            "\
+        assert_eq!(rbac.to_yaml(), MERGED_AND_SPLIT);
+    }
+
+    /// The RBAC of [`rules_merge_by_group_and_verbs_and_split_by_namespace`], as YAML.
+    const MERGED_AND_SPLIT: &str = "\
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
@@ -532,9 +533,7 @@ subjects:
 - kind: ServiceAccount
   name: kubewasm
   namespace: kubewasm-system
-"
-        );
-    }
+";
 
     #[test]
     fn no_needs_still_yield_a_cluster_role() {

@@ -657,10 +657,10 @@ mod tests {
         GroupVersionKind::gvk(group, version, kind)
     }
 
-    #[test]
-    fn every_write_log_and_result_renders_as_documented() {
+    /// One write of each kind, two log lines and a requeue.
+    fn every_write_log_and_result() -> Rendered {
         let pod = kind("", "v1", "Pod");
-        let rendered = Rendered {
+        Rendered {
             writes: vec![
                 Write::Apply(ApplyRequest {
                     kind: pod.clone(),
@@ -715,10 +715,11 @@ mod tests {
                 },
             ],
             result: Ok(Outcome::RequeueAfter(Duration::from_secs(30))),
-        };
-        assert_eq!(
-            rendered.to_yaml(),
-            "writes:
+        }
+    }
+
+    /// [`every_write_log_and_result`] as YAML.
+    const EVERY_WRITE_LOG_AND_RESULT: &str = "writes:
 - apply:
     force: false
     object:
@@ -765,8 +766,12 @@ logs:
 result:
   outcome: requeue-after
   milliseconds: 30000
-"
-        );
+";
+
+    #[test]
+    fn every_write_log_and_result_renders_as_documented() {
+        let rendered = every_write_log_and_result();
+        assert_eq!(rendered.to_yaml(), EVERY_WRITE_LOG_AND_RESULT);
         assert_eq!(rendered.applies().count(), 1);
         assert_eq!(rendered.status_applies().count(), 1);
         assert_eq!(rendered.patches().count(), 1);
