@@ -5,16 +5,20 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
 
 use kube::api::GroupVersionKind;
 
 use crate::cluster::selection::Selection;
 use crate::cluster::transform::Transform;
+use crate::cmd::cli::RegistryArgs;
+use crate::cmd::fail;
 use crate::cmd::source::{ModuleSource, SourceError};
 use crate::config::{Config, ConfigError, DropRule, ModuleConfig};
 use crate::wasm::declaration::{Mapping, Metadata};
 use crate::wasm::limits::CallLimits;
-use crate::wasm::module::{self, LoadError};
+use crate::wasm::module::{self, LoadError, Module};
 use crate::wasm::oci::{self, RegistrySettings};
 use crate::wasm::permissions::{self, Permissions, Requirement};
 use crate::wasm::runtime::{Runtime, RuntimeError};
@@ -108,6 +112,27 @@ pub struct Report {
     pub drops: Vec<(GroupVersionKind, Transform)>,
 }
 
+/// `kubewasm check`: prints the [`Report`] of `module` (a file or an OCI reference), with the
+/// entry of `config` if given. Fails when it cannot be checked, or when its entry's grants do
+/// not give it what it needs.
+pub async fn command(module: &str, config: Option<&Path>, registries: &RegistryArgs) -> ExitCode {
+    let source = ModuleSource::parse(module);
+    let report = match check(&source, config, registries.settings()).await {
+        Ok(report) => report,
+        Err(error) => return fail(error),
+    };
+    print!("{report}");
+    if let Some(entry) = report.entry.filter(|_| !report.missing.is_empty()) {
+        return fail(format!(
+            "the grants of modules[{}] in {} do not give {} what it needs (see missing)",
+            entry.index,
+            entry.config.display(),
+            report.module
+        ));
+    }
+    ExitCode::SUCCESS
+}
+
 /// Loads the module as the host would (with the limits of its configuration entry, if any) and,
 /// with `config`, finds its entry (by path for a file, else by name) and compares the entry's
 /// grants with what the module needs. An artifact is pulled as the host pulls it.
@@ -119,61 +144,81 @@ pub async fn check(
     let config = config
         .map(|file| Ok::<_, ConfigError>((file, Config::load(file)?)))
         .transpose()?;
-    let by_path = config.as_ref().and_then(|(file, config)| {
-        let module = source.file()?;
-        let index = config
-            .modules
-            .iter()
-            .position(|m| m.file().is_some_and(|path| same_file(path, module)))?;
-        Some(Entry {
-            config: file.to_path_buf(),
-            index,
-            by: Match::Path,
-            module: config.modules[index].clone(),
-        })
-    });
+    let by_path = config
+        .as_ref()
+        .and_then(|(file, config)| entry_by_path(source, file, config));
     let limits = by_path
         .as_ref()
         .map_or_else(Default::default, |entry| entry.module.limits);
-    let runtime = Runtime::new()?;
-    let (origin, bytes) = source.read(registries).await?;
-    let exports = oci::component_names(&bytes).map_or_else(|_| Vec::new(), |(_, exports)| exports);
-    let module = match module::load_bytes(
-        &runtime,
-        origin.clone(),
-        bytes,
-        &CallLimits::from(limits),
-    )
-    .await
-    {
-        Ok(module) => module,
-        Err(error @ LoadError::World { .. }) => {
-            return Err(CheckError::World { error, exports });
-        }
-        Err(error) => return Err(error.into()),
-    };
+    let (origin, module) = load(source, registries, limits).await?;
     let metadata = module.metadata.clone();
     let entry = match (by_path, &config) {
         (Some(entry), _) => Some(entry),
-        (None, Some((file, config))) => {
-            let index = config
-                .modules
-                .iter()
-                .position(|m| entry_name(m) == Some(metadata.name.as_str()))
-                .ok_or_else(|| CheckError::NoEntry {
-                    config: file.to_path_buf(),
-                    module: origin.clone(),
-                    name: metadata.name.clone(),
-                })?;
-            Some(Entry {
-                config: file.to_path_buf(),
-                index,
-                by: Match::Name,
-                module: config.modules[index].clone(),
-            })
-        }
+        (None, Some((file, config))) => Some(entry_by_name(file, config, &origin, &metadata)?),
         (None, None) => None,
     };
+    Ok(report(origin, &module, metadata, entry))
+}
+
+/// The entry of `config` (read from `file`) whose path is the module's file, if any.
+fn entry_by_path(source: &ModuleSource, file: &Path, config: &Config) -> Option<Entry> {
+    let module = source.file()?;
+    let index = config
+        .modules
+        .iter()
+        .position(|m| m.file().is_some_and(|path| same_file(path, module)))?;
+    Some(Entry {
+        config: file.to_path_buf(),
+        index,
+        by: Match::Path,
+        module: config.modules[index].clone(),
+    })
+}
+
+/// Reads or pulls the module and loads it with `limits`; returns where it came from with it. A
+/// component of another contract is refused with the names it exports.
+async fn load(
+    source: &ModuleSource,
+    registries: RegistrySettings,
+    limits: crate::config::Limits,
+) -> Result<(String, Arc<Module>), CheckError> {
+    let runtime = Runtime::new()?;
+    let (origin, bytes) = source.read(registries).await?;
+    let exports = oci::component_names(&bytes).map_or_else(|_| Vec::new(), |(_, exports)| exports);
+    match module::load_bytes(&runtime, origin.clone(), bytes, &CallLimits::from(limits)).await {
+        Ok(module) => Ok((origin, module)),
+        Err(error @ LoadError::World { .. }) => Err(CheckError::World { error, exports }),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The entry of `config` (read from `file`) named as the module `origin` declares itself.
+fn entry_by_name(
+    file: &Path,
+    config: &Config,
+    origin: &str,
+    metadata: &Metadata,
+) -> Result<Entry, CheckError> {
+    let index = config
+        .modules
+        .iter()
+        .position(|m| entry_name(m) == Some(metadata.name.as_str()))
+        .ok_or_else(|| CheckError::NoEntry {
+            config: file.to_path_buf(),
+            module: origin.to_owned(),
+            name: metadata.name.clone(),
+        })?;
+    Ok(Entry {
+        config: file.to_path_buf(),
+        index,
+        by: Match::Name,
+        module: config.modules[index].clone(),
+    })
+}
+
+/// The report on `module`, loaded from `origin`: what it needs and, with an `entry`, what the
+/// entry's grants miss, the writes they allow and what its cache drops.
+fn report(origin: String, module: &Module, metadata: Metadata, entry: Option<Entry>) -> Report {
     let namespaces = entry
         .as_ref()
         .map_or(&[][..], |entry| &entry.module.namespaces[..]);
@@ -184,16 +229,10 @@ pub async fn check(
     let writes = entry.as_ref().map_or_else(Vec::new, |entry| {
         permissions::writes(&metadata, &entry.module)
     });
-    let mut drops: Vec<(GroupVersionKind, Transform)> = Vec::new();
-    if let Some(entry) = &entry {
-        for kind in metadata.declared().kinds() {
-            let transform = DropRule::transform(&entry.module.drops, kind);
-            if !transform.is_empty() && !drops.iter().any(|(k, _)| k == kind) {
-                drops.push((kind.clone(), transform));
-            }
-        }
-    }
-    Ok(Report {
+    let drops = entry
+        .as_ref()
+        .map_or_else(Vec::new, |entry| drops(&metadata, entry));
+    Report {
         module: origin,
         digest: module.digest.clone(),
         contract: module.pre.interface().into(),
@@ -203,7 +242,20 @@ pub async fn check(
         missing,
         writes,
         drops,
-    })
+    }
+}
+
+/// Each kind `metadata` reads whose objects the `cache.drop` rules of `entry` change, once, in
+/// the order of the declaration, with what they drop.
+fn drops(metadata: &Metadata, entry: &Entry) -> Vec<(GroupVersionKind, Transform)> {
+    let mut drops: Vec<(GroupVersionKind, Transform)> = Vec::new();
+    for kind in metadata.declared().kinds() {
+        let transform = DropRule::transform(&entry.module.drops, kind);
+        if !transform.is_empty() && !drops.iter().any(|(k, _)| k == kind) {
+            drops.push((kind.clone(), transform));
+        }
+    }
+    drops
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -256,8 +308,32 @@ fn selection(selection: &Selection) -> String {
 /// its cache drops.
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.declaration(f)?;
+        if let Some(entry) = &self.entry {
+            self.configured(f, entry)?;
+        }
+        self.permissions(f)
+    }
+}
+
+/// One field of a single value.
+fn one(value: String) -> Vec<String> {
+    vec![value]
+}
+
+/// How a watch's objects map to keys of the primary kind.
+fn mapping(mapping: &Mapping) -> String {
+    match mapping {
+        Mapping::Owner => "mapped to its owners".to_owned(),
+        Mapping::Label(label) => format!("mapped by its label {label}"),
+        Mapping::Guest => "mapped by the guest's map-keys".to_owned(),
+    }
+}
+
+impl Report {
+    /// The module and what it declares: `module` to `resync`.
+    fn declaration(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let metadata = &self.metadata;
-        let one = |value: String| vec![value];
         field(f, "module", &one(self.module.clone()))?;
         field(f, "sha256", &one(self.digest.clone()))?;
         field(f, "contract", &one(self.contract.clone()))?;
@@ -269,11 +345,7 @@ impl fmt::Display for Report {
             .watches
             .iter()
             .map(|watch| {
-                let mapping = match &watch.mapping {
-                    Mapping::Owner => "mapped to its owners".to_owned(),
-                    Mapping::Label(label) => format!("mapped by its label {label}"),
-                    Mapping::Guest => "mapped by the guest's map-keys".to_owned(),
-                };
+                let mapping = mapping(&watch.mapping);
                 format!("{}, {mapping}", selection(&watch.selection))
             })
             .collect();
@@ -289,42 +361,48 @@ impl fmt::Display for Report {
             .iter()
             .map(|period| format!("every {}s", period.as_secs()))
             .collect();
-        field(f, "resync", &resync)?;
-        if let Some(entry) = &self.entry {
-            let by = match entry.by {
-                Match::Path => "path",
-                Match::Name => "name",
-            };
-            field(
-                f,
-                "config",
-                &one(format!(
-                    "{}, modules[{}], matched by {by}",
-                    entry.config.display(),
-                    entry.index
-                )),
-            )?;
-            let namespaces = if entry.module.namespaces.is_empty() {
-                "as declared".to_owned()
-            } else {
-                entry.module.namespaces.join(", ")
-            };
-            field(f, "namespaces", &one(namespaces))?;
-            let grants = match &entry.module.grants {
-                None => "none configured: every declared kind is allowed".to_owned(),
-                Some(grants) if grants.len() == 1 => "1 rule".to_owned(),
-                Some(grants) => format!("{} rules", grants.len()),
-            };
-            field(f, "grants", &one(grants))?;
-            let drops: Vec<String> = match &self.drops[..] {
-                [] => vec!["nothing".into()],
-                drops => drops
-                    .iter()
-                    .map(|(k, transform)| format!("{}: {transform}", kind(k)))
-                    .collect(),
-            };
-            field(f, "drops", &drops)?;
-        }
+        field(f, "resync", &resync)
+    }
+
+    /// The configuration `entry`: `config` to `drops`.
+    fn configured(&self, f: &mut fmt::Formatter<'_>, entry: &Entry) -> fmt::Result {
+        let by = match entry.by {
+            Match::Path => "path",
+            Match::Name => "name",
+        };
+        field(
+            f,
+            "config",
+            &one(format!(
+                "{}, modules[{}], matched by {by}",
+                entry.config.display(),
+                entry.index
+            )),
+        )?;
+        let namespaces = if entry.module.namespaces.is_empty() {
+            "as declared".to_owned()
+        } else {
+            entry.module.namespaces.join(", ")
+        };
+        field(f, "namespaces", &one(namespaces))?;
+        let grants = match &entry.module.grants {
+            None => "none configured: every declared kind is allowed".to_owned(),
+            Some(grants) if grants.len() == 1 => "1 rule".to_owned(),
+            Some(grants) => format!("{} rules", grants.len()),
+        };
+        field(f, "grants", &one(grants))?;
+        let drops: Vec<String> = match &self.drops[..] {
+            [] => vec!["nothing".into()],
+            drops => drops
+                .iter()
+                .map(|(k, transform)| format!("{}: {transform}", kind(k)))
+                .collect(),
+        };
+        field(f, "drops", &drops)
+    }
+
+    /// What the module needs and may write and, with an entry, whether it is granted it.
+    fn permissions(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let required: Vec<String> = self.required.iter().map(ToString::to_string).collect();
         field(f, "needs", &required)?;
         let writes: Vec<String> = match &self.entry {

@@ -15,11 +15,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{GroupVersionKind, ObjectMeta};
 
 use crate::cmd::check::{self, CheckError};
+use crate::cmd::fail;
 use crate::cmd::source::ModuleSource;
 use crate::config::{Config, Verb};
 use crate::wasm::oci::RegistrySettings;
@@ -75,6 +77,28 @@ pub enum RbacError {
         /// What is missing, `; `-separated.
         missing: String,
     },
+}
+
+/// `kubewasm rbac`: prints as YAML the RBAC of the configuration at `config` (see
+/// [`for_config`]) for the ServiceAccount `service_account` (namespace, name), its objects
+/// called `name`. Fails when a module does not load or is not granted what it declares.
+pub async fn command(
+    config: &Path,
+    modules: &[PathBuf],
+    name: String,
+    (service_account_namespace, service_account): (String, String),
+    sharded: bool,
+) -> ExitCode {
+    let target = Target {
+        name,
+        service_account_namespace,
+        service_account,
+    };
+    match for_config(config, modules, &target, sharded).await {
+        Ok(rbac) => print!("{}", rbac.to_yaml()),
+        Err(error) => return fail(error),
+    }
+    ExitCode::SUCCESS
 }
 
 /// The RBAC for every module of the configuration at `config`. The modules are read from
@@ -450,10 +474,11 @@ mod tests {
             ],
             &target(),
         );
-        let yaml = rbac.to_yaml();
-        assert_eq!(
-            yaml,
-            "\
+        assert_eq!(rbac.to_yaml(), MERGED_AND_SPLIT);
+    }
+
+    /// The RBAC of [`rules_merge_by_group_and_verbs_and_split_by_namespace`], as YAML.
+    const MERGED_AND_SPLIT: &str = "\
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
@@ -508,9 +533,7 @@ subjects:
 - kind: ServiceAccount
   name: kubewasm
   namespace: kubewasm-system
-"
-        );
-    }
+";
 
     #[test]
     fn no_needs_still_yield_a_cluster_role() {

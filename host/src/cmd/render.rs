@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use kube::api::GroupVersionKind;
@@ -18,6 +19,8 @@ use serde::ser::SerializeMap;
 use serde_json::Value;
 
 use crate::cluster::cache::kind_of;
+use crate::cmd::cli::RegistryArgs;
+use crate::cmd::fail;
 use crate::cmd::source::{ModuleSource, SourceError};
 use crate::wasm::backend::{
     ApplyRequest, DeleteRequest, EventRequest, LogLine, PatchRequest, Scope,
@@ -160,6 +163,29 @@ impl Rendered {
         };
         serde_yaml::to_string(&view).expect("a rendering serializes to YAML")
     }
+}
+
+/// `kubewasm render`: prints as YAML what one reconcile (or, with `finalize`, one finalize) of
+/// the object in the file `object` renders, against the objects of `cache`. Fails when the call
+/// cannot be made; a guest that fails is rendered.
+pub async fn command(
+    module: &str,
+    object: &Path,
+    cache: &[PathBuf],
+    finalize: bool,
+    registries: &RegistryArgs,
+) -> ExitCode {
+    let entry = if finalize {
+        Entry::Finalize
+    } else {
+        Entry::Reconcile
+    };
+    let source = ModuleSource::parse(module);
+    match render_files(&source, object, cache, entry, registries.settings()).await {
+        Ok(rendered) => print!("{}", rendered.to_yaml()),
+        Err(error) => return fail(error),
+    }
+    ExitCode::SUCCESS
 }
 
 /// Loads the module (a file, or an artifact pulled as the host pulls it), then calls `entry`
@@ -631,10 +657,10 @@ mod tests {
         GroupVersionKind::gvk(group, version, kind)
     }
 
-    #[test]
-    fn every_write_log_and_result_renders_as_documented() {
+    /// One write of each kind, two log lines and a requeue.
+    fn every_write_log_and_result() -> Rendered {
         let pod = kind("", "v1", "Pod");
-        let rendered = Rendered {
+        Rendered {
             writes: vec![
                 Write::Apply(ApplyRequest {
                     kind: pod.clone(),
@@ -689,10 +715,11 @@ mod tests {
                 },
             ],
             result: Ok(Outcome::RequeueAfter(Duration::from_secs(30))),
-        };
-        assert_eq!(
-            rendered.to_yaml(),
-            "writes:
+        }
+    }
+
+    /// [`every_write_log_and_result`] as YAML.
+    const EVERY_WRITE_LOG_AND_RESULT: &str = "writes:
 - apply:
     force: false
     object:
@@ -739,8 +766,12 @@ logs:
 result:
   outcome: requeue-after
   milliseconds: 30000
-"
-        );
+";
+
+    #[test]
+    fn every_write_log_and_result_renders_as_documented() {
+        let rendered = every_write_log_and_result();
+        assert_eq!(rendered.to_yaml(), EVERY_WRITE_LOG_AND_RESULT);
         assert_eq!(rendered.applies().count(), 1);
         assert_eq!(rendered.status_applies().count(), 1);
         assert_eq!(rendered.patches().count(), 1);

@@ -6,8 +6,10 @@
 //! passes its tests as created.
 
 use std::path::{Component, Path, PathBuf};
+use std::process::ExitCode;
 
 use crate::cluster::selector::is_dns1123_label;
+use crate::cmd::fail;
 
 const MANIFEST: &str = include_str!("../../../guests/rust/template/Cargo.toml");
 const LIB: &str = include_str!("../../../guests/rust/template/src/lib.rs");
@@ -40,6 +42,26 @@ pub enum ScaffoldError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// `kubewasm new`: creates the guest crate `name` in `dir` (default: `./name`) against the SDK
+/// `sdk` (default: [`default_sdk`]), and prints the files written and what to run next.
+pub fn command(name: &str, dir: Option<PathBuf>, sdk: Option<PathBuf>) -> ExitCode {
+    let dir = dir.unwrap_or_else(|| PathBuf::from(name));
+    let sdk = sdk.unwrap_or_else(default_sdk);
+    let files = match create(name, &dir, &sdk) {
+        Ok(files) => files,
+        Err(error) => return fail(error),
+    };
+    println!("created the Rust guest crate {name} in {}:", dir.display());
+    for file in files {
+        println!("  {}", file.display());
+    }
+    println!(
+        "next: cd {} && cargo test && cargo build --release --target wasm32-wasip2",
+        dir.display()
+    );
+    ExitCode::SUCCESS
 }
 
 /// The Rust guest SDK of the checkout this binary was built from.
