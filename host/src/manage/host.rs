@@ -44,7 +44,7 @@ use crate::manage::names::{GuestKey, Names, default_name};
 use crate::manage::objects::{self, ControllerKey, Guests, Loaded};
 use crate::manage::refusal::Refusal;
 use crate::manage::reload;
-use crate::manage::stale_finalizers::Orphans;
+use crate::manage::stale_finalizers::StaleFinalizers;
 use crate::wasm::declaration::Metadata;
 use crate::wasm::limits::CallLimits;
 use crate::wasm::module::{self, LoadError, Module};
@@ -201,7 +201,7 @@ struct Shared {
     /// Cancelled once shutdown has begun: ends the reload task, and a reload in progress.
     closing: CancellationToken,
     /// Objects carrying the finalizers of guests no longer running.
-    orphans: Arc<Mutex<Vec<Arc<Orphans>>>>,
+    stale_finalizers: Arc<Mutex<Vec<Arc<StaleFinalizers>>>>,
     /// How this replica runs among its peers.
     replica: Replica,
 }
@@ -236,61 +236,12 @@ impl Host {
             counters: LoadCounters::default(),
             stopping: AtomicBool::new(false),
             closing: CancellationToken::new(),
-            orphans: Arc::default(),
+            stale_finalizers: Arc::default(),
             replica,
         });
-        let mut loaded = Vec::new();
-        for module_config in &config.modules {
-            let path = module_config
-                .file()
-                .expect("the configuration's modules are files");
-            let bytes = read(path).await?;
-            let (module, settings, _) = shared
-                .prepare(
-                    &GuestKey::File(path.to_owned()),
-                    path.display().to_string(),
-                    bytes,
-                    module_config,
-                )
-                .await?;
-            if let Some((holder, _, _)) = loaded
-                .iter()
-                .find(|(_, s, _): &&(GuestKey, Settings, _)| s.name == settings.name)
-            {
-                return Err(HostError::DuplicateName {
-                    name: settings.name,
-                    holder: holder.to_string(),
-                });
-            }
-            loaded.push((GuestKey::File(path.to_owned()), settings, module));
-        }
-        for (key, settings, module) in loaded {
-            shared.names.hold(&settings.name, &key);
-            log_loaded(&settings.name, &module, "module loaded");
-            shared.install(key, module, settings);
-        }
+        shared.load_files(config).await?;
         let watcher = if watch {
-            let (changes, watcher) = reload::watch(config.modules.iter().filter_map(|m| m.file()))
-                .map_err(HostError::Watch)?;
-            let weak = Arc::downgrade(&shared);
-            let closing = shared.closing.clone();
-            shared.tasks.spawn(async move {
-                let reloads = reload::debounced(changes, || {
-                    let weak = weak.clone();
-                    async move {
-                        if let Some(shared) = weak.upgrade() {
-                            shared.rescan().await;
-                        }
-                    }
-                });
-                tokio::select! {
-                    () = reloads => {}
-                    () = closing.cancelled() => {}
-                }
-            });
-            // A module changed while the first ones loaded has no event of its own.
-            shared.rescan().await;
-            Some(watcher)
+            Some(shared.clone().watch_files(config).await?)
         } else {
             None
         };
@@ -386,8 +337,72 @@ impl Observer {
     }
 
     /// Objects carrying the finalizers of guests no longer running, by guest and finalizer.
-    pub fn orphans(&self) -> Vec<Arc<Orphans>> {
-        self.0.orphans.lock().expect("orphans lock").clone()
+    pub fn stale_finalizers(&self) -> Vec<Arc<StaleFinalizers>> {
+        self.0
+            .stale_finalizers
+            .lock()
+            .expect("stale finalizers lock")
+            .clone()
+    }
+}
+
+impl Shared {
+    /// Loads every module file of `config` and starts its controller; fails without starting
+    /// anything if one module is invalid or two claim one name.
+    async fn load_files(&self, config: &Config) -> Result<(), HostError> {
+        let mut loaded: Vec<(GuestKey, Settings, Arc<Module>)> = Vec::new();
+        for module_config in &config.modules {
+            let path = module_config
+                .file()
+                .expect("the configuration's modules are files");
+            let bytes = read(path).await?;
+            let key = GuestKey::File(path.to_owned());
+            let (module, settings, _) = self
+                .prepare(&key, path.display().to_string(), bytes, module_config)
+                .await?;
+            if let Some((holder, _, _)) = loaded.iter().find(|(_, s, _)| s.name == settings.name) {
+                return Err(HostError::DuplicateName {
+                    name: settings.name,
+                    holder: holder.to_string(),
+                });
+            }
+            loaded.push((key, settings, module));
+        }
+        for (key, settings, module) in loaded {
+            self.names.hold(&settings.name, &key);
+            log_loaded(&settings.name, &module, "module loaded");
+            self.install(key, module, settings);
+        }
+        Ok(())
+    }
+
+    /// Watches the folders of `config`'s module files and rescans them on every change, until
+    /// shutdown; the returned watcher must be kept.
+    async fn watch_files(
+        self: Arc<Self>,
+        config: &Config,
+    ) -> Result<notify::RecommendedWatcher, HostError> {
+        let (changes, watcher) = reload::watch(config.modules.iter().filter_map(|m| m.file()))
+            .map_err(HostError::Watch)?;
+        let weak = Arc::downgrade(&self);
+        let closing = self.closing.clone();
+        self.tasks.spawn(async move {
+            let reloads = reload::debounced(changes, || {
+                let weak = weak.clone();
+                async move {
+                    if let Some(shared) = weak.upgrade() {
+                        shared.rescan().await;
+                    }
+                }
+            });
+            tokio::select! {
+                () = reloads => {}
+                () = closing.cancelled() => {}
+            }
+        });
+        // A module changed while the first ones loaded has no event of its own.
+        self.rescan().await;
+        Ok(watcher)
     }
 }
 
@@ -417,10 +432,10 @@ impl Shared {
             return false;
         }
         let metadata = &module.metadata;
-        let mut orphans = self.orphans.lock().expect("orphans lock");
-        for orphan in orphans.iter() {
-            let left = orphan.finalizer();
-            if orphan.same_selection(&settings.name, &metadata.primary, &settings.namespaces)
+        let mut stale = self.stale_finalizers.lock().expect("stale finalizers lock");
+        for stale in stale.iter() {
+            let left = stale.finalizer();
+            if stale.same_selection(&settings.name, &metadata.primary, &settings.namespaces)
                 && metadata.finalizer.as_deref() != Some(left)
                 && !settings.retired_finalizers.iter().any(|r| r == left)
             {
@@ -430,23 +445,23 @@ impl Shared {
         let kind = metadata.primary.kind.clone();
         let controller = self.start_controller(module, settings);
         let finalizers = controller.finalizers();
-        orphans.retain(|o| o.kind() != &kind || !finalizers.iter().any(|f| f == o.finalizer()));
+        stale.retain(|o| o.kind() != &kind || !finalizers.iter().any(|f| f == o.finalizer()));
         guests.insert(key, controller);
         true
     }
 
     /// Watches the objects that keep the finalizers of `controller`, which stopped, until a
     /// guest with one of them runs or no object carries it.
-    fn orphan(&self, controller: &Controller) {
+    fn leave_finalizers(&self, controller: &Controller) {
         for finalizer in controller.finalizers() {
-            let orphans = Orphans::watch(controller, &finalizer);
-            let emptied = orphans.emptied();
-            self.orphans
+            let stale = StaleFinalizers::watch(controller, &finalizer);
+            let emptied = stale.emptied();
+            self.stale_finalizers
                 .lock()
-                .expect("orphans lock")
-                .push(orphans.clone());
-            let (list, closing) = (self.orphans.clone(), self.closing.clone());
-            let weak = Arc::downgrade(&orphans);
+                .expect("stale finalizers lock")
+                .push(stale.clone());
+            let (list, closing) = (self.stale_finalizers.clone(), self.closing.clone());
+            let weak = Arc::downgrade(&stale);
             self.tasks.spawn(async move {
                 let emptied = tokio::select! {
                     emptied = emptied => emptied,
@@ -456,7 +471,7 @@ impl Shared {
                     return;
                 }
                 list.lock()
-                    .expect("orphans lock")
+                    .expect("stale finalizers lock")
                     .retain(|o| !std::ptr::eq(Arc::as_ptr(o), weak.as_ptr()));
             });
         }
@@ -679,7 +694,7 @@ impl Shared {
         controller.shut_down().await;
         self.remove(key, &controller);
         self.names.release(key, controller.name());
-        self.orphan(&controller);
+        self.leave_finalizers(&controller);
         self.counters.unloaded.fetch_add(1, Ordering::Relaxed);
         tracing::info!(guest = %controller.name(), "guest unloaded");
         true
@@ -718,26 +733,7 @@ impl Shared {
     ) -> Result<Loaded, HostError> {
         let current = self.guest(&key);
         let started = Instant::now();
-        let prepared = self
-            .prepare(&key, origin, bytes, config)
-            .await
-            .and_then(|prepared| Ok((self.claim_name(&key, &prepared.1.name)?, prepared)));
-        let (module, mut settings) = match prepared {
-            Ok((yielding, (module, settings, needs))) => {
-                if let Some(younger) = yielding {
-                    self.yield_name(&younger, &settings.name).await;
-                }
-                self.needs
-                    .lock()
-                    .expect("needs lock")
-                    .insert(key.clone(), needs);
-                (module, settings)
-            }
-            Err(error) => {
-                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
-                return Err(error);
-            }
-        };
+        let (module, settings) = self.admit(&key, origin, bytes, config).await?;
         if let Some(old) = current.as_ref().map(|c| c.name().to_owned())
             && old != settings.name
         {
@@ -764,35 +760,9 @@ impl Shared {
                 );
                 Ok(Loaded::Swapped)
             }
-            Some(controller) => {
-                // The old guest stays listed while it drains.
-                controller.shut_down().await;
-                let old = controller.module();
-                if old.metadata.primary == module.metadata.primary
-                    && controller.settings().namespaces == settings.namespaces
-                {
-                    let current = module.metadata.finalizer.as_deref();
-                    settings.retired_finalizers = controller
-                        .finalizers()
-                        .into_iter()
-                        .filter(|f| Some(f.as_str()) != current)
-                        .collect();
-                } else {
-                    self.orphan(&controller);
-                }
-                let name = settings.name.clone();
-                if !self.install(key, module.clone(), settings) {
-                    return Ok(Loaded::Stopping);
-                }
-                self.counters.reloaded.fetch_add(1, Ordering::Relaxed);
-                log_reloaded(
-                    &name,
-                    &module,
-                    started.elapsed(),
-                    "module replaced with a new declaration",
-                );
-                Ok(Loaded::Replaced)
-            }
+            Some(controller) => Ok(self
+                .replace(&controller, key, module, settings, started)
+                .await),
             None => {
                 if !self.install(key, module.clone(), settings.clone()) {
                     return Ok(Loaded::Stopping);
@@ -801,6 +771,73 @@ impl Shared {
                 Ok(Loaded::Started)
             }
         }
+    }
+
+    /// Loads the module for `key` and claims its name: a younger guest holding the name is
+    /// stopped, and the module's needs are kept for access reviews. A module that does not
+    /// load, or whose name an older claim holds, is counted as rejected.
+    async fn admit(
+        &self,
+        key: &GuestKey,
+        origin: String,
+        bytes: Vec<u8>,
+        config: &ModuleConfig,
+    ) -> Result<(Arc<Module>, Settings), HostError> {
+        let prepared = self
+            .prepare(key, origin, bytes, config)
+            .await
+            .and_then(|prepared| Ok((self.claim_name(key, &prepared.1.name)?, prepared)));
+        let (yielding, (module, settings, needs)) = prepared.inspect_err(|_| {
+            self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+        })?;
+        if let Some(younger) = yielding {
+            self.yield_name(&younger, &settings.name).await;
+        }
+        self.needs
+            .lock()
+            .expect("needs lock")
+            .insert(key.clone(), needs);
+        Ok((module, settings))
+    }
+
+    /// Drains `controller` and starts `module` for `key` in its place. On the same primary
+    /// selection and namespaces the new guest takes over the old finalizers; otherwise the old
+    /// guest's objects are watched as stale finalizers.
+    async fn replace(
+        &self,
+        controller: &Controller,
+        key: GuestKey,
+        module: Arc<Module>,
+        mut settings: Settings,
+        started: Instant,
+    ) -> Loaded {
+        // The old guest stays listed while it drains.
+        controller.shut_down().await;
+        let old = controller.module();
+        if old.metadata.primary == module.metadata.primary
+            && controller.settings().namespaces == settings.namespaces
+        {
+            let current = module.metadata.finalizer.as_deref();
+            settings.retired_finalizers = controller
+                .finalizers()
+                .into_iter()
+                .filter(|f| Some(f.as_str()) != current)
+                .collect();
+        } else {
+            self.leave_finalizers(controller);
+        }
+        let name = settings.name.clone();
+        if !self.install(key, module.clone(), settings) {
+            return Loaded::Stopping;
+        }
+        self.counters.reloaded.fetch_add(1, Ordering::Relaxed);
+        log_reloaded(
+            &name,
+            &module,
+            started.elapsed(),
+            "module replaced with a new declaration",
+        );
+        Loaded::Replaced
     }
 }
 

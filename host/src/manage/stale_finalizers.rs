@@ -23,7 +23,7 @@ use crate::control::controller::Controller;
 const RECOUNT: Duration = Duration::from_secs(1);
 
 /// The objects of one unloaded guest's primary selection that carry its finalizer.
-pub struct Orphans {
+pub struct StaleFinalizers {
     guest: String,
     finalizer: String,
     /// The guest's primary selection as declared, and the namespaces it ran in.
@@ -37,14 +37,14 @@ pub struct Orphans {
 
 /// How many objects carry an unloaded guest's finalizer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OrphanCount {
+pub struct StaleCount {
     /// All of them.
     pub objects: usize,
     /// Those being deleted, which stay Terminating.
     pub terminating: usize,
 }
 
-impl Orphans {
+impl StaleFinalizers {
     /// Watches the objects of the primary selection of `controller`, which stopped, that carry
     /// `finalizer`, and logs how many there are.
     pub fn watch(controller: &Controller, finalizer: &str) -> Arc<Self> {
@@ -72,7 +72,7 @@ impl Orphans {
                 }))
             })
             .collect();
-        let orphans = Arc::new(Self {
+        let stale = Arc::new(Self {
             guest: guest.to_owned(),
             finalizer: finalizer.to_owned(),
             primary: controller.module().metadata.primary.clone(),
@@ -81,7 +81,7 @@ impl Orphans {
             changed,
             _subscriptions: subscriptions,
         });
-        let count = orphans.count();
+        let count = stale.count();
         if count.objects > 0 {
             tracing::warn!(
                 guest,
@@ -91,7 +91,7 @@ impl Orphans {
                 "guest unloaded while objects carry its finalizer; a deleted one stays Terminating until the guest is loaded again"
             );
         }
-        orphans
+        stale
     }
 
     /// The guest that declared the finalizer.
@@ -116,8 +116,8 @@ impl Orphans {
     }
 
     /// How many objects carry the finalizer now.
-    pub fn count(&self) -> OrphanCount {
-        let mut count = OrphanCount::default();
+    pub fn count(&self) -> StaleCount {
+        let mut count = StaleCount::default();
         for view in &self.views {
             for object in view.objects() {
                 if object.has_finalizer(&self.finalizer) {
@@ -140,7 +140,7 @@ impl Orphans {
                 let notified = changed.notified();
                 match weak.upgrade() {
                     None => return false,
-                    Some(orphans) if orphans.count().objects == 0 => return true,
+                    Some(stale) if stale.count().objects == 0 => return true,
                     Some(_) => {}
                 }
                 notified.await;
@@ -150,8 +150,8 @@ impl Orphans {
     }
 }
 
-impl Drop for Orphans {
-    /// Wakes the [`Orphans::emptied`] future, which then ends.
+impl Drop for StaleFinalizers {
+    /// Wakes the [`StaleFinalizers::emptied`] future, which then ends.
     fn drop(&mut self) {
         self.changed.notify_one();
     }

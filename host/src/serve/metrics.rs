@@ -19,7 +19,7 @@ use crate::control::queue::QueueStats;
 use crate::control::tally::Tally;
 use crate::histogram::HistogramSnapshot;
 use crate::manage::host::Observer;
-use crate::manage::stale_finalizers::OrphanCount;
+use crate::manage::stale_finalizers::StaleCount;
 
 /// The content type of [`Snapshot::render`]'s output.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -109,13 +109,13 @@ pub struct LoadSnapshot {
 
 /// Objects carrying the finalizer of a guest no longer running.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OrphanSnapshot {
+pub struct StaleFinalizerSnapshot {
     /// The guest that declared the finalizer.
     pub guest: String,
     /// The finalizer.
     pub finalizer: String,
     /// How many objects carry it, and how many of them are being deleted.
-    pub count: OrphanCount,
+    pub count: StaleCount,
 }
 
 /// Everything the metrics and status endpoints show, read at one moment.
@@ -128,7 +128,7 @@ pub struct Snapshot {
     /// Module load counters.
     pub loads: LoadSnapshot,
     /// Finalizers of guests no longer running, still on objects.
-    pub orphans: Vec<OrphanSnapshot>,
+    pub stale_finalizers: Vec<StaleFinalizerSnapshot>,
     /// Under leader election: the Lease's name and whether this process holds it.
     pub leader: Option<(String, bool)>,
 }
@@ -199,13 +199,13 @@ impl Snapshot {
                     .map(|(reason, n)| (*reason, *n))
                     .collect(),
             },
-            orphans: orphans(observer),
+            stale_finalizers: stale_finalizers(observer),
             leader: None,
         }
     }
 
     /// The exposition, in [`CONTENT_TYPE`]: the per-guest families, the shards', the module
-    /// loads', the orphaned finalizers', the caches' and the leader's, in that order.
+    /// loads', the stale finalizers', the caches' and the leader's, in that order.
     pub fn render(&self) -> String {
         let mut out = Exposition::default();
         self.render_reconciles(&mut out);
@@ -217,7 +217,7 @@ impl Snapshot {
         self.render_guest_calls(&mut out);
         self.render_shards(&mut out);
         self.render_loads(&mut out);
-        self.render_orphans(&mut out);
+        self.render_stale_finalizers(&mut out);
         self.render_caches(&mut out);
         self.render_leader(&mut out);
         out.0
@@ -540,9 +540,9 @@ impl Snapshot {
 
     /// Objects carrying the finalizer of a guest no longer running, and those of them being
     /// deleted.
-    fn render_orphans(&self, out: &mut Exposition) {
-        type Orphaned = (&'static str, &'static str, fn(&OrphanCount) -> usize);
-        let orphaned: [Orphaned; 2] = [
+    fn render_stale_finalizers(&self, out: &mut Exposition) {
+        type Stale = (&'static str, &'static str, fn(&StaleCount) -> usize);
+        let stale: [Stale; 2] = [
             (
                 "kubewasm_unloaded_finalizer_objects",
                 "Objects carrying the finalizer of a guest no longer running",
@@ -554,14 +554,14 @@ impl Snapshot {
                 |count| count.terminating,
             ),
         ];
-        for (name, help, value) in orphaned {
+        for (name, help, value) in stale {
             out.family(name, Kind::Gauge, help);
-            for orphan in &self.orphans {
+            for stale in &self.stale_finalizers {
                 let labels = [
-                    ("controller", orphan.guest.as_str()),
-                    ("finalizer", orphan.finalizer.as_str()),
+                    ("controller", stale.guest.as_str()),
+                    ("finalizer", stale.finalizer.as_str()),
                 ];
-                out.sample(name, &labels, value(&orphan.count));
+                out.sample(name, &labels, value(&stale.count));
             }
         }
     }
@@ -656,18 +656,18 @@ fn render_shard_counts(out: &mut Exposition, sharded: &[(&str, &ShardSnapshot)])
 
 /// The objects left with each unloaded guest's finalizer, summed per guest and finalizer (one
 /// pair may have been left on several selections).
-fn orphans(observer: &Observer) -> Vec<OrphanSnapshot> {
-    let mut summed: BTreeMap<(String, String), OrphanCount> = BTreeMap::new();
-    for orphans in observer.orphans() {
-        let key = (orphans.guest().to_owned(), orphans.finalizer().to_owned());
-        let count = orphans.count();
+fn stale_finalizers(observer: &Observer) -> Vec<StaleFinalizerSnapshot> {
+    let mut summed: BTreeMap<(String, String), StaleCount> = BTreeMap::new();
+    for stale in observer.stale_finalizers() {
+        let key = (stale.guest().to_owned(), stale.finalizer().to_owned());
+        let count = stale.count();
         let sum = summed.entry(key).or_default();
         sum.objects += count.objects;
         sum.terminating += count.terminating;
     }
     summed
         .into_iter()
-        .map(|((guest, finalizer), count)| OrphanSnapshot {
+        .map(|((guest, finalizer), count)| StaleFinalizerSnapshot {
             guest,
             finalizer,
             count,
@@ -932,10 +932,10 @@ mod tests {
                 unloaded: 1,
                 refused: vec![("NotPermitted", 2)],
             },
-            orphans: vec![OrphanSnapshot {
+            stale_finalizers: vec![StaleFinalizerSnapshot {
                 guest: "stamp".into(),
                 finalizer: "kubewasm.dev/stamp".into(),
-                count: OrphanCount {
+                count: StaleCount {
                     objects: 3,
                     terminating: 1,
                 },
