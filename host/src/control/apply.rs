@@ -550,51 +550,75 @@ impl Backend for ClusterBackend {
                 namespace,
                 name,
                 count,
-            } => {
-                let api = Api::<Event>::namespaced(self.resources.client().clone(), &namespace);
-                let series = serde_json::json!({
-                    "series": { "count": count, "lastObservedTime": now },
-                });
-                let patched = api
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&series))
-                    .await;
-                if patched.is_err() {
-                    // Gone or unwritable: the next occurrence starts a new Event.
-                    self.events.lock().expect("events lock").created(&key, None);
-                }
-                patched?;
-                Ok(())
-            }
-            Decision::Create => {
-                let event: Event = serde_json::from_value(serde_json::json!({
-                    "metadata": { "name": event_name(&request.name), "namespace": namespace },
-                    "eventTime": now,
-                    "reportingController": format!("kubewasm.dev/{}", self.controller),
-                    "reportingInstance": leader::replica_name(),
-                    "action": request.action,
-                    "reason": request.reason,
-                    "note": request.note,
-                    "type": if request.warning { "Warning" } else { "Normal" },
-                    "regarding": {
-                        "apiVersion": request.kind.api_version(),
-                        "kind": request.kind.kind,
-                        "namespace": request.namespace,
-                        "name": request.name,
-                        "uid": uid,
-                    },
-                }))
-                .map_err(|e| CallError::Invalid(format!("building the event: {e}")))?;
-                let api = Api::<Event>::namespaced(self.resources.client().clone(), &namespace);
-                let created = api.create(&PostParams::default(), &event).await;
-                let name = created.as_ref().ok().and_then(|e| e.metadata.name.clone());
-                self.events
-                    .lock()
-                    .expect("events lock")
-                    .created(&key, name.map(|name| (namespace, name)));
-                created?;
-                Ok(())
-            }
+            } => self.count_event(&key, &namespace, &name, count, now).await,
+            Decision::Create => self.create_event(&request, uid, &key, namespace, now).await,
         }
+    }
+}
+
+impl ClusterBackend {
+    /// Counts one more occurrence on the Event `namespace/name` of `key`; a failed patch
+    /// makes the next occurrence start a new Event.
+    async fn count_event(
+        &self,
+        key: &EventKey,
+        namespace: &str,
+        name: &str,
+        count: u32,
+        now: MicroTime,
+    ) -> Result<(), CallError> {
+        let api = Api::<Event>::namespaced(self.resources.client().clone(), namespace);
+        let series = serde_json::json!({
+            "series": { "count": count, "lastObservedTime": now },
+        });
+        let patched = api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&series))
+            .await;
+        if patched.is_err() {
+            // Gone or unwritable: the next occurrence starts a new Event.
+            self.events.lock().expect("events lock").created(key, None);
+        }
+        patched?;
+        Ok(())
+    }
+
+    /// Creates the Event of `request` about the object with `uid`, and records its name for
+    /// `key` so that the next occurrences count on it.
+    async fn create_event(
+        &self,
+        request: &EventRequest,
+        uid: Option<String>,
+        key: &EventKey,
+        namespace: String,
+        now: MicroTime,
+    ) -> Result<(), CallError> {
+        let event: Event = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": event_name(&request.name), "namespace": namespace },
+            "eventTime": now,
+            "reportingController": format!("kubewasm.dev/{}", self.controller),
+            "reportingInstance": leader::replica_name(),
+            "action": request.action,
+            "reason": request.reason,
+            "note": request.note,
+            "type": if request.warning { "Warning" } else { "Normal" },
+            "regarding": {
+                "apiVersion": request.kind.api_version(),
+                "kind": request.kind.kind,
+                "namespace": request.namespace,
+                "name": request.name,
+                "uid": uid,
+            },
+        }))
+        .map_err(|e| CallError::Invalid(format!("building the event: {e}")))?;
+        let api = Api::<Event>::namespaced(self.resources.client().clone(), &namespace);
+        let created = api.create(&PostParams::default(), &event).await;
+        let name = created.as_ref().ok().and_then(|e| e.metadata.name.clone());
+        self.events
+            .lock()
+            .expect("events lock")
+            .created(key, name.map(|name| (namespace, name)));
+        created?;
+        Ok(())
     }
 }
 

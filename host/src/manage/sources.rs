@@ -12,7 +12,7 @@ use oci_client::secrets::RegistryAuth;
 
 use crate::cluster::gate::Gate;
 use crate::config::controller::ControllerSpec;
-use crate::config::{KeyRef, Source};
+use crate::config::{ImageSource, KeyRef, Source};
 use crate::manage::refusal::Refusal;
 use crate::manage::revisions::Revision;
 use crate::wasm::module_store::Access;
@@ -154,37 +154,7 @@ impl Sources {
     ) -> Result<Fetched, Refusal> {
         let namespace = key.0.as_str();
         match &spec.module.source {
-            Source::Image(image) => {
-                // A standby resolves no tag: it follows the digest the acting replica recorded.
-                let reference = match recorded {
-                    Some(pinned)
-                        if !self.gate.is_open() && same_repository(pinned, &image.reference) =>
-                    {
-                        pinned
-                    }
-                    _ => image.reference.as_str(),
-                };
-                let known = self
-                    .artifacts
-                    .lock()
-                    .expect("artifacts lock")
-                    .get(key)
-                    .cloned();
-                let fetched = self
-                    .fetch_image(
-                        reference,
-                        image.pull_secret.as_deref(),
-                        namespace,
-                        running,
-                        known.as_ref(),
-                    )
-                    .await?;
-                if let Some(artifact) = &fetched.artifact {
-                    let mut artifacts = self.artifacts.lock().expect("artifacts lock");
-                    artifacts.insert(key.clone(), artifact.clone());
-                }
-                Ok(fetched)
-            }
+            Source::Image(image) => self.fetch_tracked(key, image, recorded, running).await,
             Source::ConfigMap(key_ref) => {
                 let bytes = self
                     .key_bytes::<ConfigMap>(namespace, key_ref, "ConfigMap", |map, key| {
@@ -228,6 +198,39 @@ impl Sources {
                     .await
             }
         }
+    }
+
+    /// Fetches `image` for `key`, remembering the artifact it resolved to so that the next
+    /// poll asks only whether it changed. A standby resolves no tag: it follows the digest the
+    /// acting replica `recorded`.
+    async fn fetch_tracked(
+        &self,
+        key: &Key,
+        image: &ImageSource,
+        recorded: Option<&str>,
+        running: Option<&str>,
+    ) -> Result<Fetched, Refusal> {
+        let reference = match recorded {
+            Some(pinned) if !self.gate.is_open() && same_repository(pinned, &image.reference) => {
+                pinned
+            }
+            _ => image.reference.as_str(),
+        };
+        let known = self
+            .artifacts
+            .lock()
+            .expect("artifacts lock")
+            .get(key)
+            .cloned();
+        let pull_secret = image.pull_secret.as_deref();
+        let fetched = self
+            .fetch_image(reference, pull_secret, &key.0, running, known.as_ref())
+            .await?;
+        if let Some(artifact) = &fetched.artifact {
+            let mut artifacts = self.artifacts.lock().expect("artifacts lock");
+            artifacts.insert(key.clone(), artifact.clone());
+        }
+        Ok(fetched)
     }
 
     /// Fetches the artifact `reference`, with the credentials of the `pull_secret` of
