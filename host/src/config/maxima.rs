@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{ConfigError, Limits, ModuleConfig, QueueConfig, byte_size, millis, parse_duration};
+use super::duration::millis;
+use super::quantity::byte_size;
+use super::{ConfigError, Limits, ModuleConfig, QueueConfig, parse_duration};
 
 /// The bounds of `controllers.maxima`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
