@@ -14,9 +14,10 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::maxima::{Maxima, Set};
+use super::overrides::{validate_overrides, with_overrides};
 use super::{
-    ConfigError, Grant, ImageSource, KeyRef, ModuleConfig, Overrides, QueueConfig, RawCache,
-    RawGrant, RawLimits, RawQueue, Source, Verb, invalid, parse_duration, validate_overrides,
+    ConfigError, Grant, ImageSource, KeyRef, ModuleConfig, QueueConfig, Source, Verb, invalid,
+    parse_duration,
 };
 use crate::cluster::selector::is_dns1123_subdomain;
 
@@ -97,22 +98,17 @@ pub struct ControllerSpec {
     pub poll: Option<Duration>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawSpec {
-    module: RawSource,
-    controller_name: Option<String>,
-    #[serde(default)]
-    paused: bool,
-    max_concurrency: Option<u32>,
-    resync_seconds: Option<u32>,
-    namespaces: Option<Vec<String>>,
-    limits: Option<RawLimits>,
-    grants: Option<Vec<RawGrant>>,
-    queue: Option<RawQueue>,
-    cache: Option<RawCache>,
-    rollback: Option<RawRollback>,
-    revision_history_limit: Option<u32>,
+with_overrides! {
+    /// A WasmController's spec as written.
+    struct RawSpec {
+        module: RawSource,
+        controller_name: Option<String>,
+        #[serde(default)]
+        paused: bool,
+    } + overrides(controller_name) + {
+        rollback: Option<RawRollback>,
+        revision_history_limit: Option<u32>,
+    }
 }
 
 #[derive(Deserialize)]
@@ -148,21 +144,16 @@ pub fn parse_spec(
     settings: &ControllersConfig,
     queue: &QueueConfig,
 ) -> Result<ControllerSpec, ConfigError> {
-    let raw: RawSpec =
+    let mut raw: RawSpec =
         serde_json::from_value(spec.clone()).map_err(|e| invalid("spec", e.to_string()))?;
+    let overrides = raw.overrides();
     let (source, poll) = source(raw.module, settings)?;
     let confined = !settings.cluster_namespaces.iter().any(|n| n == namespace);
-    let set = Set::of(raw.limits.as_ref(), raw.max_concurrency, raw.queue.as_ref());
-    let overrides = Overrides {
-        name: raw.controller_name,
-        max_concurrency: raw.max_concurrency,
-        resync_seconds: raw.resync_seconds,
-        namespaces: raw.namespaces,
-        limits: raw.limits,
-        grants: raw.grants,
-        queue: raw.queue,
-        cache: raw.cache,
-    };
+    let set = Set::of(
+        overrides.limits.as_ref(),
+        overrides.max_concurrency,
+        overrides.queue.as_ref(),
+    );
     let mut module = validate_overrides(source, overrides, "spec", "controllerName", queue)?;
     if confined {
         confine(&mut module, namespace)?;
@@ -315,4 +306,89 @@ fn confine(module: &mut ModuleConfig, namespace: &str) -> Result<(), ConfigError
         grant.namespaces = vec![namespace.to_owned()];
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::config::Config;
+
+    /// The module of `spec` in `ns`, a cluster-wide namespace: taken as a file entry is.
+    fn module(spec: Value) -> Result<ModuleConfig, String> {
+        let settings = ControllersConfig {
+            allow_paths: true,
+            cluster_namespaces: vec!["ns".into()],
+            ..ControllersConfig::default()
+        };
+        parse_spec(&spec, "ns", &settings, &QueueConfig::default())
+            .map(|spec| spec.module)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The error of `spec` with `field` set to `value`.
+    fn refused(field: &str, value: Value) -> String {
+        module(json!({ "module": { "path": "/m.wasm" }, field: value })).unwrap_err()
+    }
+
+    #[test]
+    fn an_unknown_field_of_a_spec_is_refused_naming_it() {
+        assert_eq!(
+            refused("maxConcurency", json!(3)),
+            "spec: unknown field `maxConcurency`, expected one of `module`, `controllerName`, \
+             `paused`, `maxConcurrency`, `resyncSeconds`, `namespaces`, `limits`, `grants`, \
+             `queue`, `cache`, `rollback`, `revisionHistoryLimit`"
+        );
+        assert_eq!(
+            refused("limits", json!({ "timeout": 1 })),
+            "spec: unknown field `timeout`, expected one of `timeoutMs`, `memoryBytes`, \
+             `hostCallTimeoutMs`, `writeBytes`, `logBytes`, `errorBytes`, `mapKeys`, \
+             `logLinesPerSecond`"
+        );
+    }
+
+    #[test]
+    fn a_known_field_of_the_wrong_type_is_refused() {
+        assert_eq!(
+            refused("maxConcurrency", json!("3")),
+            "spec: invalid type: string \"3\", expected u32"
+        );
+        assert_eq!(
+            refused("resyncSeconds", json!(5_000_000_000u64)),
+            "spec: invalid value: integer `5000000000`, expected u32"
+        );
+        assert_eq!(
+            refused("namespaces", json!("ns")),
+            "spec: invalid type: string \"ns\", expected a sequence"
+        );
+        let null = module(json!({ "module": { "path": "/m.wasm" }, "maxConcurrency": null }));
+        assert_eq!(null.unwrap().max_concurrency, None);
+    }
+
+    #[test]
+    fn a_spec_overrides_as_a_file_entry_does() {
+        let entry = "{path: /m.wasm, name: m, maxConcurrency: 3, resyncSeconds: 60, \
+            namespaces: [ns], limits: {timeoutMs: 5, memoryBytes: 2Mi}, queue: {qps: 3}, \
+            grants: [{apiGroups: [''], resources: [pods], verbs: [get]}], \
+            cache: {drop: [{fields: [/status]}]}}";
+        let file = Config::from_yaml(&format!("modules: [{entry}]"), Path::new("/"));
+        let spec = module(json!({
+            "module": { "path": "/m.wasm" },
+            "controllerName": "m",
+            "maxConcurrency": 3,
+            "resyncSeconds": 60,
+            "namespaces": ["ns"],
+            "limits": { "timeoutMs": 5, "memoryBytes": "2Mi" },
+            "queue": { "qps": 3 },
+            "grants": [{ "apiGroups": [""], "resources": ["pods"], "verbs": ["get"] }],
+            "cache": { "drop": [{ "fields": ["/status"] }] },
+        }))
+        .unwrap();
+        assert_eq!(file.unwrap().modules[0], spec);
+        assert_eq!(spec.name.as_deref(), Some("m"));
+        assert_eq!(spec.limits.memory_bytes, 2 << 20);
+    }
 }

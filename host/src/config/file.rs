@@ -7,12 +7,12 @@ use serde::Deserialize;
 
 use super::controller::{self, ControllersConfig};
 use super::maxima;
+use super::overrides::{validate_overrides, with_overrides};
 use super::quantity::byte_size;
 use super::queue::{RawQueue, validate_queue};
 use super::{
-    BindAddress, Config, ConfigError, MIN_CAP_BYTES, ManagerConfig, ModuleConfig, Overrides,
-    QueueConfig, RawCache, RawGrant, RawLimits, Source, invalid, namespace_list, parse_duration,
-    validate_overrides,
+    BindAddress, Config, ConfigError, MIN_CAP_BYTES, ManagerConfig, ModuleConfig, QueueConfig,
+    Source, invalid, namespace_list, parse_duration,
 };
 use crate::cluster::selector::{is_dns1123_label, is_dns1123_subdomain};
 
@@ -81,19 +81,12 @@ struct RawLeaderElection {
     retry_period: Option<String>,
 }
 
-/// An entry of `modules` as written.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawModule {
-    path: PathBuf,
-    name: Option<String>,
-    max_concurrency: Option<u32>,
-    resync_seconds: Option<u32>,
-    namespaces: Option<Vec<String>>,
-    limits: Option<RawLimits>,
-    grants: Option<Vec<RawGrant>>,
-    queue: Option<RawQueue>,
-    cache: Option<RawCache>,
+with_overrides! {
+    /// An entry of `modules` as written.
+    struct RawModule {
+        path: PathBuf,
+        name: Option<String>,
+    } + overrides(name)
 }
 
 /// Parses and validates `text`; relative module paths resolve against `base_dir`.
@@ -254,7 +247,7 @@ fn validate_manager(
 }
 
 fn validate_module(
-    raw: RawModule,
+    mut raw: RawModule,
     at: &str,
     base_dir: &Path,
     queue: &QueueConfig,
@@ -267,15 +260,5 @@ fn validate_module(
     }
     // Collecting the components drops `.` segments: `dir/./a.wasm` becomes `dir/a.wasm`.
     let source = Source::File(base_dir.join(&raw.path).components().collect());
-    let overrides = Overrides {
-        name: raw.name,
-        max_concurrency: raw.max_concurrency,
-        resync_seconds: raw.resync_seconds,
-        namespaces: raw.namespaces,
-        limits: raw.limits,
-        grants: raw.grants,
-        queue: raw.queue,
-        cache: raw.cache,
-    };
-    validate_overrides(source, overrides, at, "name", queue)
+    validate_overrides(source, raw.overrides(), at, "name", queue)
 }

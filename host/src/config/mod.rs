@@ -50,8 +50,6 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use kube::api::GroupVersionKind;
 
 use crate::cluster::selector::is_dns1123_label;
@@ -63,6 +61,7 @@ mod file;
 mod grant;
 mod limits;
 pub mod maxima;
+mod overrides;
 mod quantity;
 mod queue;
 pub mod resource;
@@ -79,9 +78,6 @@ pub use quantity::{QuantityError, parse_quantity};
 pub use queue::QueueConfig;
 
 use controller::ControllersConfig;
-use grant::{RawGrant, validate_grant};
-use limits::{RawLimits, validate_limits};
-use queue::{RawQueue, validate_queue};
 
 /// Largest accepted `maxConcurrency`.
 pub const MAX_CONCURRENCY: u32 = 1024;
@@ -318,162 +314,12 @@ impl Config {
     }
 }
 
-/// `cache` as written.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawCache {
-    #[serde(default)]
-    drop: Vec<RawDrop>,
-}
-
-/// A rule of `cache.drop` as written.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawDrop {
-    #[serde(default)]
-    api_groups: Vec<String>,
-    #[serde(default)]
-    kinds: Vec<String>,
-    fields: Vec<String>,
-}
-
 /// The error of a field `field` whose value is wrong as `message` says.
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         field: field.into(),
         message: message.into(),
     }
-}
-
-/// What a module entry, or a controller object's spec, overrides of a module's declaration.
-struct Overrides {
-    name: Option<String>,
-    max_concurrency: Option<u32>,
-    resync_seconds: Option<u32>,
-    namespaces: Option<Vec<String>>,
-    limits: Option<RawLimits>,
-    grants: Option<Vec<RawGrant>>,
-    queue: Option<RawQueue>,
-    cache: Option<RawCache>,
-}
-
-/// Validates `raw` (the name's field is `name_field` under `at`) for a module from `source`.
-fn validate_overrides(
-    source: Source,
-    raw: Overrides,
-    at: &str,
-    name_field: &str,
-    queue: &QueueConfig,
-) -> Result<ModuleConfig, ConfigError> {
-    check_scalars(&raw, at, name_field)?;
-    let namespaces = namespace_list(
-        raw.namespaces.unwrap_or_default(),
-        &format!("{at}.namespaces"),
-    )?;
-    let limits = match raw.limits {
-        Some(limits) => validate_limits(limits, &format!("{at}.limits"))?,
-        None => Limits::default(),
-    };
-    let grants = raw.grants.map(|g| validate_grants(g, at)).transpose()?;
-    let queue = raw
-        .queue
-        .map(|raw| validate_queue(raw, queue, &format!("{at}.queue")))
-        .transpose()?;
-    let drops = validate_drops(raw.cache, at)?;
-    Ok(ModuleConfig {
-        source,
-        name: raw.name,
-        max_concurrency: raw.max_concurrency,
-        resync_seconds: raw.resync_seconds,
-        namespaces,
-        limits,
-        grants,
-        queue,
-        drops,
-        confined: false,
-        maxima: None,
-    })
-}
-
-/// Checks the name, `maxConcurrency` and `resyncSeconds` of `raw` at `at`.
-fn check_scalars(raw: &Overrides, at: &str, name_field: &str) -> Result<(), ConfigError> {
-    if let Some(name) = &raw.name
-        && !is_dns1123_label(name)
-    {
-        return Err(invalid(
-            format!("{at}.{name_field}"),
-            format!(
-                "{name:?} is not a DNS-1123 label (at most 63 lowercase letters, digits and '-', \
-                 starting and ending with a letter or digit)"
-            ),
-        ));
-    }
-    if let Some(n) = raw.max_concurrency
-        && !(1..=MAX_CONCURRENCY).contains(&n)
-    {
-        return Err(invalid(
-            format!("{at}.maxConcurrency"),
-            format!("{n} is outside 1..={MAX_CONCURRENCY}"),
-        ));
-    }
-    if raw.resync_seconds == Some(0) {
-        return Err(invalid(
-            format!("{at}.resyncSeconds"),
-            "0 is not at least 1",
-        ));
-    }
-    Ok(())
-}
-
-/// The `grants` at `at`, each validated.
-fn validate_grants(grants: Vec<RawGrant>, at: &str) -> Result<Vec<Grant>, ConfigError> {
-    grants
-        .into_iter()
-        .enumerate()
-        .map(|(i, grant)| validate_grant(grant, &format!("{at}.grants[{i}]")))
-        .collect()
-}
-
-/// The rules of `cache.drop` at `at`, each validated; none without `cache`.
-fn validate_drops(cache: Option<RawCache>, at: &str) -> Result<Vec<DropRule>, ConfigError> {
-    cache
-        .map_or_else(Vec::new, |c| c.drop)
-        .into_iter()
-        .enumerate()
-        .map(|(i, drop)| validate_drop(drop, &format!("{at}.cache.drop[{i}]")))
-        .collect()
-}
-
-/// `raw`, the rule of `cache.drop` at `at`: at least one field, each a JSON pointer the host
-/// does not read.
-fn validate_drop(raw: RawDrop, at: &str) -> Result<DropRule, ConfigError> {
-    if raw.fields.is_empty() {
-        return Err(invalid(
-            format!("{at}.fields"),
-            "at least one field is required",
-        ));
-    }
-    if let Some(i) = raw.kinds.iter().position(String::is_empty) {
-        return Err(invalid(
-            format!("{at}.kinds[{i}]"),
-            "a kind must not be empty",
-        ));
-    }
-    let fields = raw
-        .fields
-        .iter()
-        .enumerate()
-        .map(|(i, field)| {
-            field
-                .parse()
-                .map_err(|message| invalid(format!("{at}.fields[{i}]"), message))
-        })
-        .collect::<Result<_, _>>()?;
-    Ok(DropRule {
-        api_groups: raw.api_groups,
-        kinds: raw.kinds,
-        fields,
-    })
 }
 
 /// Sorted, distinct DNS-1123 labels.

@@ -560,3 +560,36 @@ fn drop_rules_apply_to_the_kinds_and_groups_they_name() {
     );
     assert!(DropRule::transform(&config.modules[1].drops, &kind("apps", "Deployment")).is_empty());
 }
+
+#[test]
+fn an_unknown_field_of_a_module_entry_is_refused_naming_it() {
+    assert_eq!(
+        parse_error("modules: [{path: a.wasm, nmae: x}]"),
+        "cannot parse configuration: modules[0]: unknown field `nmae`, expected one of `path`, \
+         `name`, `maxConcurrency`, `resyncSeconds`, `namespaces`, `limits`, `grants`, `queue`, \
+         `cache` at line 1 column 26"
+    );
+}
+
+#[test]
+fn a_known_field_of_the_wrong_type_is_refused_with_its_path() {
+    assert_eq!(
+        parse_error("modules: [{path: a.wasm, maxConcurrency: four}]"),
+        "cannot parse configuration: modules[0].maxConcurrency: invalid type: string \"four\", \
+         expected u32 at line 1 column 42"
+    );
+    assert_eq!(
+        parse_error("modules: [{path: a.wasm, limits: {mapKeys: -1}}]"),
+        "cannot parse configuration: modules[0].limits.mapKeys: invalid type: integer `-1`, \
+         expected u32 at line 1 column 44"
+    );
+}
+
+#[test]
+fn null_is_absent_and_plain_scalars_read_as_strings() {
+    let text = "modules: [{path: a.wasm, maxConcurrency: ~, limits: ~, namespaces: [123]}]";
+    let module = &parse(text).unwrap().modules[0];
+    assert_eq!(module.max_concurrency, None);
+    assert_eq!(module.limits, Limits::default());
+    assert_eq!(module.namespaces, ["123"]);
+}
