@@ -9,6 +9,7 @@
 //! never covered by a namespaced grant, so such a controller cannot declare one. In a
 //! cluster-wide namespace, the spec is taken as a file entry would be.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -119,7 +120,7 @@ struct RawSource {
     poll_interval: Option<String>,
     config_map: Option<RawKeyRef>,
     secret: Option<RawKeyRef>,
-    path: Option<std::path::PathBuf>,
+    path: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -188,12 +189,14 @@ pub fn parse_spec(
     })
 }
 
+/// Where a spec's fields about its module are, for errors.
+const MODULE_AT: &str = "spec.module";
+
 /// The module's source, and how often it is read again.
 fn source(
     raw: RawSource,
     settings: &ControllersConfig,
 ) -> Result<(Source, Option<Duration>), ConfigError> {
-    let at = "spec.module";
     let set = [
         raw.image.is_some(),
         raw.config_map.is_some(),
@@ -202,55 +205,19 @@ fn source(
     ];
     if set.iter().filter(|s| **s).count() != 1 {
         return Err(invalid(
-            at,
+            MODULE_AT,
             "set exactly one of image, configMap, secret and path",
         ));
     }
     if raw.image.is_none() && raw.image_pull_secret.is_some() {
-        return Err(invalid(at, "imagePullSecret applies only to an image"));
+        return Err(invalid(
+            MODULE_AT,
+            "imagePullSecret applies only to an image",
+        ));
     }
-    let by_digest = raw.image.as_ref().is_some_and(|r| r.contains("@sha256:"));
-    let default = if raw.image.is_some() {
-        DEFAULT_POLL
-    } else {
-        DEFAULT_READ
-    };
-    let poll = match raw.poll_interval {
-        Some(text) => {
-            parse_duration(&text).map_err(|e| invalid(format!("{at}.pollInterval"), e))?
-        }
-        None => default,
-    };
-    let poll = Some(poll).filter(|p| !p.is_zero() && !by_digest);
-    let key_ref = |raw: RawKeyRef, field: &str| {
-        if !is_dns1123_subdomain(&raw.name) {
-            return Err(invalid(
-                format!("{at}.{field}.name"),
-                format!("{:?} is not an object name", raw.name),
-            ));
-        }
-        if raw.key.is_empty() {
-            return Err(invalid(format!("{at}.{field}.key"), "must not be empty"));
-        }
-        Ok(KeyRef {
-            name: raw.name,
-            key: raw.key,
-        })
-    };
+    let poll = poll_interval(&raw)?;
     if let Some(reference) = raw.image {
-        if let Some(secret) = &raw.image_pull_secret
-            && !is_dns1123_subdomain(secret)
-        {
-            return Err(invalid(
-                format!("{at}.imagePullSecret"),
-                format!("{secret:?} is not an object name"),
-            ));
-        }
-        let image = ImageSource {
-            reference,
-            pull_secret: raw.image_pull_secret,
-        };
-        return Ok((Source::Image(image), poll));
+        return Ok((image(reference, raw.image_pull_secret)?, poll));
     }
     if let Some(raw) = raw.config_map {
         return Ok((Source::ConfigMap(key_ref(raw, "configMap")?), poll));
@@ -259,20 +226,78 @@ fn source(
         return Ok((Source::Secret(key_ref(raw, "secret")?), poll));
     }
     let path = raw.path.expect("one source is set");
+    Ok((file(path, settings)?, poll))
+}
+
+/// How often the source of `raw` is read again: `None` never, as for an image by digest.
+fn poll_interval(raw: &RawSource) -> Result<Option<Duration>, ConfigError> {
+    let by_digest = raw.image.as_ref().is_some_and(|r| r.contains("@sha256:"));
+    let default = if raw.image.is_some() {
+        DEFAULT_POLL
+    } else {
+        DEFAULT_READ
+    };
+    let poll = match &raw.poll_interval {
+        Some(text) => {
+            parse_duration(text).map_err(|e| invalid(format!("{MODULE_AT}.pollInterval"), e))?
+        }
+        None => default,
+    };
+    Ok(Some(poll).filter(|p| !p.is_zero() && !by_digest))
+}
+
+/// An image source, its pull secret an object name.
+fn image(reference: String, pull_secret: Option<String>) -> Result<Source, ConfigError> {
+    if let Some(secret) = &pull_secret
+        && !is_dns1123_subdomain(secret)
+    {
+        return Err(invalid(
+            format!("{MODULE_AT}.imagePullSecret"),
+            format!("{secret:?} is not an object name"),
+        ));
+    }
+    Ok(Source::Image(ImageSource {
+        reference,
+        pull_secret,
+    }))
+}
+
+/// The key of a ConfigMap or Secret at `field` of the module: an object name and a key.
+fn key_ref(raw: RawKeyRef, field: &str) -> Result<KeyRef, ConfigError> {
+    if !is_dns1123_subdomain(&raw.name) {
+        return Err(invalid(
+            format!("{MODULE_AT}.{field}.name"),
+            format!("{:?} is not an object name", raw.name),
+        ));
+    }
+    if raw.key.is_empty() {
+        return Err(invalid(
+            format!("{MODULE_AT}.{field}.key"),
+            "must not be empty",
+        ));
+    }
+    Ok(KeyRef {
+        name: raw.name,
+        key: raw.key,
+    })
+}
+
+/// A file source: allowed by `settings`, and an absolute path.
+fn file(path: PathBuf, settings: &ControllersConfig) -> Result<Source, ConfigError> {
     if !settings.allow_paths {
         return Err(invalid(
-            format!("{at}.path"),
+            format!("{MODULE_AT}.path"),
             "this host does not load modules from files named by controller objects \
              (controllers.allowPaths)",
         ));
     }
     if !path.is_absolute() {
         return Err(invalid(
-            format!("{at}.path"),
+            format!("{MODULE_AT}.path"),
             format!("{:?} is not an absolute path", path),
         ));
     }
-    Ok((Source::File(path), poll))
+    Ok(Source::File(path))
 }
 
 /// Limits `module` to `namespace`, as the module doc says.
@@ -390,5 +415,68 @@ mod tests {
         assert_eq!(file.unwrap().modules[0], spec);
         assert_eq!(spec.name.as_deref(), Some("m"));
         assert_eq!(spec.limits.memory_bytes, 2 << 20);
+    }
+
+    #[test]
+    fn a_module_source_is_refused_naming_its_field() {
+        let cases = [
+            (
+                json!({}),
+                "spec.module: set exactly one of image, configMap, secret and path",
+            ),
+            (
+                json!({ "path": "/m.wasm", "imagePullSecret": "s" }),
+                "spec.module: imagePullSecret applies only to an image",
+            ),
+            (
+                json!({ "image": "r/m:1", "pollInterval": "often" }),
+                "spec.module.pollInterval: \"often\" is not a duration such as 15s, 500ms or 1m30s",
+            ),
+            (
+                json!({ "image": "r/m:1", "imagePullSecret": "A" }),
+                "spec.module.imagePullSecret: \"A\" is not an object name",
+            ),
+            (
+                json!({ "configMap": { "name": "c", "key": "" } }),
+                "spec.module.configMap.key: must not be empty",
+            ),
+            (
+                json!({ "secret": { "name": "S", "key": "k" } }),
+                "spec.module.secret.name: \"S\" is not an object name",
+            ),
+            (
+                json!({ "path": "m.wasm" }),
+                "spec.module.path: \"m.wasm\" is not an absolute path",
+            ),
+        ];
+        for (source, error) in cases {
+            assert_eq!(module(json!({ "module": source })).unwrap_err(), error);
+        }
+        let settings = ControllersConfig::default();
+        let spec = json!({ "module": { "path": "/m.wasm" } });
+        let error = parse_spec(&spec, "ns", &settings, &QueueConfig::default()).unwrap_err();
+        assert!(
+            error.to_string().contains("(controllers.allowPaths)"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_source_is_read_again_unless_pinned() {
+        let poll = |source: Value| {
+            let settings = ControllersConfig {
+                allow_paths: true,
+                ..ControllersConfig::default()
+            };
+            let spec = json!({ "module": source });
+            parse_spec(&spec, "ns", &settings, &QueueConfig::default())
+                .unwrap()
+                .poll
+        };
+        assert_eq!(poll(json!({ "image": "r/m:1" })), Some(DEFAULT_POLL));
+        assert_eq!(poll(json!({ "image": "r/m@sha256:00" })), None);
+        assert_eq!(poll(json!({ "path": "/m.wasm" })), Some(DEFAULT_READ));
+        let never = json!({ "configMap": { "name": "c", "key": "k" }, "pollInterval": "0" });
+        assert_eq!(poll(never), None);
     }
 }
