@@ -9,14 +9,16 @@
 //! never covered by a namespaced grant, so such a controller cannot declare one. In a
 //! cluster-wide namespace, the spec is taken as a file entry would be.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::maxima::{Maxima, Set};
+use super::overrides::{validate_overrides, with_overrides};
 use super::{
-    ConfigError, Grant, ImageSource, KeyRef, ModuleConfig, Overrides, QueueConfig, RawCache,
-    RawGrant, RawLimits, RawQueue, Source, Verb, invalid, parse_duration, validate_overrides,
+    ConfigError, Grant, ImageSource, KeyRef, ModuleConfig, QueueConfig, Source, Verb, invalid,
+    parse_duration,
 };
 use crate::cluster::selector::is_dns1123_subdomain;
 
@@ -97,22 +99,17 @@ pub struct ControllerSpec {
     pub poll: Option<Duration>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawSpec {
-    module: RawSource,
-    controller_name: Option<String>,
-    #[serde(default)]
-    paused: bool,
-    max_concurrency: Option<u32>,
-    resync_seconds: Option<u32>,
-    namespaces: Option<Vec<String>>,
-    limits: Option<RawLimits>,
-    grants: Option<Vec<RawGrant>>,
-    queue: Option<RawQueue>,
-    cache: Option<RawCache>,
-    rollback: Option<RawRollback>,
-    revision_history_limit: Option<u32>,
+with_overrides! {
+    /// A WasmController's spec as written.
+    struct RawSpec {
+        module: RawSource,
+        controller_name: Option<String>,
+        #[serde(default)]
+        paused: bool,
+    } + overrides(controller_name) + {
+        rollback: Option<RawRollback>,
+        revision_history_limit: Option<u32>,
+    }
 }
 
 #[derive(Deserialize)]
@@ -123,7 +120,7 @@ struct RawSource {
     poll_interval: Option<String>,
     config_map: Option<RawKeyRef>,
     secret: Option<RawKeyRef>,
-    path: Option<std::path::PathBuf>,
+    path: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -148,21 +145,16 @@ pub fn parse_spec(
     settings: &ControllersConfig,
     queue: &QueueConfig,
 ) -> Result<ControllerSpec, ConfigError> {
-    let raw: RawSpec =
+    let mut raw: RawSpec =
         serde_json::from_value(spec.clone()).map_err(|e| invalid("spec", e.to_string()))?;
+    let overrides = raw.overrides();
     let (source, poll) = source(raw.module, settings)?;
     let confined = !settings.cluster_namespaces.iter().any(|n| n == namespace);
-    let set = Set::of(raw.limits.as_ref(), raw.max_concurrency, raw.queue.as_ref());
-    let overrides = Overrides {
-        name: raw.controller_name,
-        max_concurrency: raw.max_concurrency,
-        resync_seconds: raw.resync_seconds,
-        namespaces: raw.namespaces,
-        limits: raw.limits,
-        grants: raw.grants,
-        queue: raw.queue,
-        cache: raw.cache,
-    };
+    let set = Set::of(
+        overrides.limits.as_ref(),
+        overrides.max_concurrency,
+        overrides.queue.as_ref(),
+    );
     let mut module = validate_overrides(source, overrides, "spec", "controllerName", queue)?;
     if confined {
         confine(&mut module, namespace)?;
@@ -197,12 +189,14 @@ pub fn parse_spec(
     })
 }
 
+/// Where a spec's fields about its module are, for errors.
+const MODULE_AT: &str = "spec.module";
+
 /// The module's source, and how often it is read again.
 fn source(
     raw: RawSource,
     settings: &ControllersConfig,
 ) -> Result<(Source, Option<Duration>), ConfigError> {
-    let at = "spec.module";
     let set = [
         raw.image.is_some(),
         raw.config_map.is_some(),
@@ -211,55 +205,19 @@ fn source(
     ];
     if set.iter().filter(|s| **s).count() != 1 {
         return Err(invalid(
-            at,
+            MODULE_AT,
             "set exactly one of image, configMap, secret and path",
         ));
     }
     if raw.image.is_none() && raw.image_pull_secret.is_some() {
-        return Err(invalid(at, "imagePullSecret applies only to an image"));
+        return Err(invalid(
+            MODULE_AT,
+            "imagePullSecret applies only to an image",
+        ));
     }
-    let by_digest = raw.image.as_ref().is_some_and(|r| r.contains("@sha256:"));
-    let default = if raw.image.is_some() {
-        DEFAULT_POLL
-    } else {
-        DEFAULT_READ
-    };
-    let poll = match raw.poll_interval {
-        Some(text) => {
-            parse_duration(&text).map_err(|e| invalid(format!("{at}.pollInterval"), e))?
-        }
-        None => default,
-    };
-    let poll = Some(poll).filter(|p| !p.is_zero() && !by_digest);
-    let key_ref = |raw: RawKeyRef, field: &str| {
-        if !is_dns1123_subdomain(&raw.name) {
-            return Err(invalid(
-                format!("{at}.{field}.name"),
-                format!("{:?} is not an object name", raw.name),
-            ));
-        }
-        if raw.key.is_empty() {
-            return Err(invalid(format!("{at}.{field}.key"), "must not be empty"));
-        }
-        Ok(KeyRef {
-            name: raw.name,
-            key: raw.key,
-        })
-    };
+    let poll = poll_interval(&raw)?;
     if let Some(reference) = raw.image {
-        if let Some(secret) = &raw.image_pull_secret
-            && !is_dns1123_subdomain(secret)
-        {
-            return Err(invalid(
-                format!("{at}.imagePullSecret"),
-                format!("{secret:?} is not an object name"),
-            ));
-        }
-        let image = ImageSource {
-            reference,
-            pull_secret: raw.image_pull_secret,
-        };
-        return Ok((Source::Image(image), poll));
+        return Ok((image(reference, raw.image_pull_secret)?, poll));
     }
     if let Some(raw) = raw.config_map {
         return Ok((Source::ConfigMap(key_ref(raw, "configMap")?), poll));
@@ -268,20 +226,78 @@ fn source(
         return Ok((Source::Secret(key_ref(raw, "secret")?), poll));
     }
     let path = raw.path.expect("one source is set");
+    Ok((file(path, settings)?, poll))
+}
+
+/// How often the source of `raw` is read again: `None` never, as for an image by digest.
+fn poll_interval(raw: &RawSource) -> Result<Option<Duration>, ConfigError> {
+    let by_digest = raw.image.as_ref().is_some_and(|r| r.contains("@sha256:"));
+    let default = if raw.image.is_some() {
+        DEFAULT_POLL
+    } else {
+        DEFAULT_READ
+    };
+    let poll = match &raw.poll_interval {
+        Some(text) => {
+            parse_duration(text).map_err(|e| invalid(format!("{MODULE_AT}.pollInterval"), e))?
+        }
+        None => default,
+    };
+    Ok(Some(poll).filter(|p| !p.is_zero() && !by_digest))
+}
+
+/// An image source, its pull secret an object name.
+fn image(reference: String, pull_secret: Option<String>) -> Result<Source, ConfigError> {
+    if let Some(secret) = &pull_secret
+        && !is_dns1123_subdomain(secret)
+    {
+        return Err(invalid(
+            format!("{MODULE_AT}.imagePullSecret"),
+            format!("{secret:?} is not an object name"),
+        ));
+    }
+    Ok(Source::Image(ImageSource {
+        reference,
+        pull_secret,
+    }))
+}
+
+/// The key of a ConfigMap or Secret at `field` of the module: an object name and a key.
+fn key_ref(raw: RawKeyRef, field: &str) -> Result<KeyRef, ConfigError> {
+    if !is_dns1123_subdomain(&raw.name) {
+        return Err(invalid(
+            format!("{MODULE_AT}.{field}.name"),
+            format!("{:?} is not an object name", raw.name),
+        ));
+    }
+    if raw.key.is_empty() {
+        return Err(invalid(
+            format!("{MODULE_AT}.{field}.key"),
+            "must not be empty",
+        ));
+    }
+    Ok(KeyRef {
+        name: raw.name,
+        key: raw.key,
+    })
+}
+
+/// A file source: allowed by `settings`, and an absolute path.
+fn file(path: PathBuf, settings: &ControllersConfig) -> Result<Source, ConfigError> {
     if !settings.allow_paths {
         return Err(invalid(
-            format!("{at}.path"),
+            format!("{MODULE_AT}.path"),
             "this host does not load modules from files named by controller objects \
              (controllers.allowPaths)",
         ));
     }
     if !path.is_absolute() {
         return Err(invalid(
-            format!("{at}.path"),
+            format!("{MODULE_AT}.path"),
             format!("{:?} is not an absolute path", path),
         ));
     }
-    Ok((Source::File(path), poll))
+    Ok(Source::File(path))
 }
 
 /// Limits `module` to `namespace`, as the module doc says.
@@ -315,4 +331,152 @@ fn confine(module: &mut ModuleConfig, namespace: &str) -> Result<(), ConfigError
         grant.namespaces = vec![namespace.to_owned()];
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::config::Config;
+
+    /// The module of `spec` in `ns`, a cluster-wide namespace: taken as a file entry is.
+    fn module(spec: Value) -> Result<ModuleConfig, String> {
+        let settings = ControllersConfig {
+            allow_paths: true,
+            cluster_namespaces: vec!["ns".into()],
+            ..ControllersConfig::default()
+        };
+        parse_spec(&spec, "ns", &settings, &QueueConfig::default())
+            .map(|spec| spec.module)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The error of `spec` with `field` set to `value`.
+    fn refused(field: &str, value: Value) -> String {
+        module(json!({ "module": { "path": "/m.wasm" }, field: value })).unwrap_err()
+    }
+
+    #[test]
+    fn an_unknown_field_of_a_spec_is_refused_naming_it() {
+        assert_eq!(
+            refused("maxConcurency", json!(3)),
+            "spec: unknown field `maxConcurency`, expected one of `module`, `controllerName`, \
+             `paused`, `maxConcurrency`, `resyncSeconds`, `namespaces`, `limits`, `grants`, \
+             `queue`, `cache`, `rollback`, `revisionHistoryLimit`"
+        );
+        assert_eq!(
+            refused("limits", json!({ "timeout": 1 })),
+            "spec: unknown field `timeout`, expected one of `timeoutMs`, `memoryBytes`, \
+             `hostCallTimeoutMs`, `writeBytes`, `logBytes`, `errorBytes`, `mapKeys`, \
+             `logLinesPerSecond`"
+        );
+    }
+
+    #[test]
+    fn a_known_field_of_the_wrong_type_is_refused() {
+        assert_eq!(
+            refused("maxConcurrency", json!("3")),
+            "spec: invalid type: string \"3\", expected u32"
+        );
+        assert_eq!(
+            refused("resyncSeconds", json!(5_000_000_000u64)),
+            "spec: invalid value: integer `5000000000`, expected u32"
+        );
+        assert_eq!(
+            refused("namespaces", json!("ns")),
+            "spec: invalid type: string \"ns\", expected a sequence"
+        );
+        let null = module(json!({ "module": { "path": "/m.wasm" }, "maxConcurrency": null }));
+        assert_eq!(null.unwrap().max_concurrency, None);
+    }
+
+    #[test]
+    fn a_spec_overrides_as_a_file_entry_does() {
+        let entry = "{path: /m.wasm, name: m, maxConcurrency: 3, resyncSeconds: 60, \
+            namespaces: [ns], limits: {timeoutMs: 5, memoryBytes: 2Mi}, queue: {qps: 3}, \
+            grants: [{apiGroups: [''], resources: [pods], verbs: [get]}], \
+            cache: {drop: [{fields: [/status]}]}}";
+        let file = Config::from_yaml(&format!("modules: [{entry}]"), Path::new("/"));
+        let spec = module(json!({
+            "module": { "path": "/m.wasm" },
+            "controllerName": "m",
+            "maxConcurrency": 3,
+            "resyncSeconds": 60,
+            "namespaces": ["ns"],
+            "limits": { "timeoutMs": 5, "memoryBytes": "2Mi" },
+            "queue": { "qps": 3 },
+            "grants": [{ "apiGroups": [""], "resources": ["pods"], "verbs": ["get"] }],
+            "cache": { "drop": [{ "fields": ["/status"] }] },
+        }))
+        .unwrap();
+        assert_eq!(file.unwrap().modules[0], spec);
+        assert_eq!(spec.name.as_deref(), Some("m"));
+        assert_eq!(spec.limits.memory_bytes, 2 << 20);
+    }
+
+    #[test]
+    fn a_module_source_is_refused_naming_its_field() {
+        let cases = [
+            (
+                json!({}),
+                "spec.module: set exactly one of image, configMap, secret and path",
+            ),
+            (
+                json!({ "path": "/m.wasm", "imagePullSecret": "s" }),
+                "spec.module: imagePullSecret applies only to an image",
+            ),
+            (
+                json!({ "image": "r/m:1", "pollInterval": "often" }),
+                "spec.module.pollInterval: \"often\" is not a duration such as 15s, 500ms or 1m30s",
+            ),
+            (
+                json!({ "image": "r/m:1", "imagePullSecret": "A" }),
+                "spec.module.imagePullSecret: \"A\" is not an object name",
+            ),
+            (
+                json!({ "configMap": { "name": "c", "key": "" } }),
+                "spec.module.configMap.key: must not be empty",
+            ),
+            (
+                json!({ "secret": { "name": "S", "key": "k" } }),
+                "spec.module.secret.name: \"S\" is not an object name",
+            ),
+            (
+                json!({ "path": "m.wasm" }),
+                "spec.module.path: \"m.wasm\" is not an absolute path",
+            ),
+        ];
+        for (source, error) in cases {
+            assert_eq!(module(json!({ "module": source })).unwrap_err(), error);
+        }
+        let settings = ControllersConfig::default();
+        let spec = json!({ "module": { "path": "/m.wasm" } });
+        let error = parse_spec(&spec, "ns", &settings, &QueueConfig::default()).unwrap_err();
+        assert!(
+            error.to_string().contains("(controllers.allowPaths)"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_source_is_read_again_unless_pinned() {
+        let poll = |source: Value| {
+            let settings = ControllersConfig {
+                allow_paths: true,
+                ..ControllersConfig::default()
+            };
+            let spec = json!({ "module": source });
+            parse_spec(&spec, "ns", &settings, &QueueConfig::default())
+                .unwrap()
+                .poll
+        };
+        assert_eq!(poll(json!({ "image": "r/m:1" })), Some(DEFAULT_POLL));
+        assert_eq!(poll(json!({ "image": "r/m@sha256:00" })), None);
+        assert_eq!(poll(json!({ "path": "/m.wasm" })), Some(DEFAULT_READ));
+        let never = json!({ "configMap": { "name": "c", "key": "k" }, "pollInterval": "0" });
+        assert_eq!(poll(never), None);
+    }
 }

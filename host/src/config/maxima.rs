@@ -11,7 +11,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{ConfigError, Limits, ModuleConfig, QueueConfig, byte_size, millis, parse_duration};
+use super::duration::millis;
+use super::limits::RawLimits;
+use super::quantity::byte_size;
+use super::queue::RawQueue;
+use super::{ConfigError, Limits, ModuleConfig, QueueConfig, parse_duration};
 
 /// The bounds of `controllers.maxima`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,9 +147,9 @@ pub(super) struct Set {
 impl Set {
     /// What `limits`, `max_concurrency` and `queue` of a spec set.
     pub(super) fn of(
-        limits: Option<&super::RawLimits>,
+        limits: Option<&RawLimits>,
         max_concurrency: Option<u32>,
-        queue: Option<&super::RawQueue>,
+        queue: Option<&RawQueue>,
     ) -> Self {
         Self {
             limits: limits.map_or([false; 8], |l| {
