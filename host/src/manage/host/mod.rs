@@ -27,7 +27,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use kube::Client;
 use kube::api::GroupVersionKind;
 use tokio_util::sync::CancellationToken;
@@ -38,11 +37,9 @@ use crate::cluster::watch::{Informer, Informers, Resources};
 use crate::config::{Config, ModuleConfig, QueueConfig};
 use crate::control::controller::{Controller, Settings};
 use crate::control::replica::Replica;
-use crate::control::tally::Tally;
 use crate::manage::access;
 use crate::manage::names::{GuestKey, Names, default_name};
-use crate::manage::objects::{self, ControllerKey, Guests, Loaded};
-use crate::manage::refusal::Refusal;
+use crate::manage::objects::{self, Guests, Loaded};
 use crate::manage::reload;
 use crate::manage::stale_finalizers::StaleFinalizers;
 use crate::wasm::declaration::Metadata;
@@ -50,107 +47,12 @@ use crate::wasm::limits::CallLimits;
 use crate::wasm::module::{self, LoadError, Module};
 use crate::wasm::module_store::ModuleStore;
 use crate::wasm::permissions::{self, Permissions, Requirement};
-use crate::wasm::runtime::{Runtime, RuntimeError};
+use crate::wasm::runtime::Runtime;
 
-/// Why a module could not be started, at start-up or on reload.
-#[derive(Debug, thiserror::Error)]
-pub enum HostError {
-    /// The WebAssembly runtime could not be created.
-    #[error(transparent)]
-    Runtime(#[from] RuntimeError),
-    /// A configured module could not be loaded.
-    #[error(transparent)]
-    Load(#[from] LoadError),
-    /// A module's declaration needs more than its grants allow.
-    #[error(
-        "{origin}: module {guest:?} needs permissions its grants do not give:\n  {}",
-        missing.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  ")
-    )]
-    NotGranted {
-        /// The guest.
-        guest: String,
-        /// Where the module comes from.
-        origin: String,
-        /// What is missing.
-        missing: Vec<Requirement>,
-    },
-    /// The host's own RBAC does not allow what a controller object's module may do.
-    #[error(
-        "{origin}: module {guest:?} may do what the host's own RBAC does not allow it:\n  {}",
-        denied.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  ")
-    )]
-    NotPermitted {
-        /// The guest.
-        guest: String,
-        /// Where the module comes from.
-        origin: String,
-        /// What the API server denies the host.
-        denied: Vec<Requirement>,
-    },
-    /// The host's own access could not be reviewed.
-    #[error("asking the API server what the host may do: {0}")]
-    AccessReview(#[source] kube::Error),
-    /// A kind a confined module watches could not be resolved, so its watch cannot be narrowed.
-    #[error(
-        "{origin}: resolving {kind} to confine its watch to the controller's namespace: {source}"
-    )]
-    Unresolved {
-        /// Where the module comes from.
-        origin: String,
-        /// The kind, as `group/version Kind`.
-        kind: String,
-        /// What discovery answered.
-        #[source]
-        source: kube::Error,
-    },
-    /// A controller confined to its namespace declares cluster-scoped kinds, which no
-    /// namespace holds.
-    #[error(
-        "{origin}: a WasmController confined to its namespace may not declare the cluster-scoped \
-         {}",
-        kinds.join(", ")
-    )]
-    ClusterScoped {
-        /// Where the module comes from.
-        origin: String,
-        /// The kinds, as `group/version Kind`.
-        kinds: Vec<String>,
-    },
-    /// Two modules declare the same controller name.
-    #[error(
-        "the controller name {name:?} is taken by {holder}; set `name` (a WasmController's \
-         `controllerName`) to tell them apart"
-    )]
-    DuplicateName {
-        /// The name.
-        name: String,
-        /// Who holds it: a module file or a WasmController.
-        holder: String,
-    },
-    /// The module directories could not be watched.
-    #[error("watching module files: {0}")]
-    Watch(#[source] notify::Error),
-}
+mod error;
+mod guests;
 
-impl HostError {
-    /// A short CamelCase reason for conditions, Events and metrics.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Self::Runtime(_) => "RuntimeFailed",
-            Self::Load(LoadError::Read { .. }) => "SourceUnreadable",
-            Self::Load(LoadError::Compile { .. }) => "NotAComponent",
-            Self::Load(LoadError::World { .. }) => "WrongWorld",
-            Self::Load(LoadError::Metadata { .. } | LoadError::Invalid { .. }) => "InvalidModule",
-            Self::NotGranted { .. } => "NotGranted",
-            Self::NotPermitted { .. } => "NotPermitted",
-            Self::AccessReview(_) => "AccessReviewFailed",
-            Self::Unresolved { .. } => "KindUnresolved",
-            Self::ClusterScoped { .. } => "ClusterScopedKind",
-            Self::DuplicateName { .. } => "DuplicateName",
-            Self::Watch(_) => "WatchFailed",
-        }
-    }
-}
+pub use error::HostError;
 
 /// Counters of module loads.
 #[derive(Debug, Default)]
@@ -838,90 +740,6 @@ impl Shared {
             "module replaced with a new declaration",
         );
         Loaded::Replaced
-    }
-}
-
-#[async_trait]
-impl Guests for Shared {
-    async fn run(
-        &self,
-        key: &ControllerKey,
-        created: &str,
-        origin: String,
-        bytes: Vec<u8>,
-        config: &ModuleConfig,
-    ) -> Result<(Loaded, Arc<Module>, String), Refusal> {
-        let key = GuestKey::from(key);
-        self.names.created(&key, created);
-        match self.put(key.clone(), origin, bytes, config).await {
-            Ok(loaded) => {
-                let controller = self.guest(&key).ok_or(Refusal {
-                    reason: "Stopping",
-                    message: "the host is shutting down".into(),
-                    transient: true,
-                })?;
-                Ok((loaded, controller.module(), controller.name().to_owned()))
-            }
-            Err(error) => Err(Refusal {
-                reason: error.reason(),
-                message: error.to_string(),
-                // What the host may do, which kinds exist and which names are taken change
-                // without the object.
-                transient: matches!(
-                    error,
-                    HostError::DuplicateName { .. }
-                        | HostError::NotPermitted { .. }
-                        | HostError::AccessReview(_)
-                        | HostError::Unresolved { .. }
-                ),
-            }),
-        }
-    }
-
-    async fn stop(&self, key: &ControllerKey) -> bool {
-        let key = GuestKey::from(key);
-        let stopped = self.unload(&key).await;
-        self.names.forget(&key);
-        self.needs.lock().expect("needs lock").remove(&key);
-        stopped
-    }
-
-    fn running(&self, key: &ControllerKey) -> bool {
-        self.guest(&GuestKey::from(key)).is_some()
-    }
-
-    async fn review(&self, key: &ControllerKey) -> Result<(), Refusal> {
-        let key = GuestKey::from(key);
-        let Some(controller) = self.guest(&key) else {
-            return Ok(());
-        };
-        let needs = self.needs.lock().expect("needs lock").get(&key).cloned();
-        let origin = controller.module().origin.clone();
-        let permitted = self
-            .permitted(controller.name(), &origin, &needs.unwrap_or_default())
-            .await;
-        match permitted {
-            Ok(()) | Err(HostError::AccessReview(_)) => Ok(()),
-            Err(error) => {
-                tracing::warn!(guest = %controller.name(), %error, "the host may no longer do what the guest may; stopping it");
-                self.unload(&key).await;
-                Err(Refusal {
-                    reason: error.reason(),
-                    message: error.to_string(),
-                    transient: true,
-                })
-            }
-        }
-    }
-
-    fn tally(&self, key: &ControllerKey) -> Option<Tally> {
-        let key = GuestKey::from(key);
-        self.guest(&key).map(|c| c.tally())
-    }
-
-    fn refused(&self, reason: &'static str) {
-        let mut refused = self.counters.refused.lock().expect("refusals lock");
-        *refused.entry(reason).or_default() += 1;
     }
 }
 
