@@ -87,7 +87,7 @@ fn check_prints_what_a_module_declares_and_needs() {
     assert_contains(
         &run.stdout,
         &[
-            "contract    kubewasm:controller/guest@0.2.0\n",
+            "contract    kubewasm:controller/guest@0.2.1\n",
             "name        podset\n",
             "primary     kubewasm.dev/v1alpha1 PodSet in all namespaces\n",
             "owns        v1 Pod\n",
@@ -138,7 +138,7 @@ fn check_refuses_what_the_host_would_not_load() {
         &empty,
         &[
             "does not match the `kubewasm:controller` world",
-            "kubewasm:controller/guest@0.2.0",
+            "kubewasm:controller/guest@0.2.1",
             "the component exports nothing",
         ],
     );

@@ -106,7 +106,7 @@ async fn a_pushed_module_is_a_wasm_artifact_that_check_and_render_pull_by_refere
     assert!(
         config["component"]["exports"]
             .as_array()
-            .is_some_and(|e| e.iter().any(|e| e == "kubewasm:controller/guest@0.2.0")),
+            .is_some_and(|e| e.iter().any(|e| e == "kubewasm:controller/guest@0.2.1")),
         "{config}"
     );
 
@@ -120,7 +120,7 @@ async fn a_pushed_module_is_a_wasm_artifact_that_check_and_render_pull_by_refere
         assert!(report.contains(&pinned), "{report}");
         assert!(report.contains(&sha256_hex(&bytes)), "{report}");
         assert!(
-            report.contains("kubewasm:controller/guest@0.2.0"),
+            report.contains("kubewasm:controller/guest@0.2.1"),
             "{report}"
         );
     }
@@ -156,7 +156,7 @@ async fn push_refuses_what_is_not_a_component_of_the_contract() -> Result<()> {
         (
             other.as_path(),
             "other",
-            "not kubewasm:controller/guest@0.2.0",
+            "not kubewasm:controller/guest@0.2.1",
         ),
         (core.as_path(), "core", "core module"),
     ] {
@@ -230,7 +230,7 @@ async fn artifacts_of_another_layout_world_or_size_are_refused_before_their_laye
         (
             &world,
             &[],
-            "exports example:other/thing@1.0.0, not kubewasm:controller/guest@0.2.0",
+            "exports example:other/thing@1.0.0, not kubewasm:controller/guest@0.2.1",
         ),
         (
             &large,

@@ -327,8 +327,12 @@ async fn a_status_apply_takes_over_another_managers_fields_only_when_forced() ->
 }
 
 #[test]
-fn the_cache_imports_of_both_contract_versions_link() -> Result<()> {
-    for (guest, contract) in [("echo", "0.2.0"), ("earlier", "0.1.0")] {
+fn the_cache_imports_of_every_contract_version_link() -> Result<()> {
+    for (guest, contract) in [
+        ("echo", "0.2.1"),
+        ("previous", "0.2.0"),
+        ("earlier", "0.1.0"),
+    ] {
         let output = std::process::Command::new(kubewasm_tests::host_binary())
             .arg("check")
             .arg(guest_wasm(guest))
@@ -344,6 +348,40 @@ fn the_cache_imports_of_both_contract_versions_link() -> Result<()> {
             "{guest}: {stdout}"
         );
     }
+    Ok(())
+}
+
+/// A module built against contract 0.2.0 is served by the current imports: its cache reads and
+/// writes work as they did, rendered offline through the host's own call path.
+#[test]
+fn a_guest_of_contract_0_2_0_runs_on_the_current_imports() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let config_map = |name: &str| {
+        json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": name, "namespace": "shop", "resourceVersion": "1",
+            "labels": { "kubewasm.dev/fixture": "previous" } } })
+    };
+    let object = dir.path().join("object.json");
+    std::fs::write(&object, config_map("one").to_string())?;
+    let cache = dir.path().join("cache.json");
+    let items = json!({ "apiVersion": "v1", "kind": "List",
+                        "items": [config_map("one"), config_map("two")] });
+    std::fs::write(&cache, items.to_string())?;
+    let output = std::process::Command::new(kubewasm_tests::host_binary())
+        .arg("render")
+        .arg(guest_wasm("previous"))
+        .arg("--object")
+        .arg(&object)
+        .arg("--cache")
+        .arg(&cache)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    ensure!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    ensure!(stdout.contains("listed: '2'"), "{stdout}");
     Ok(())
 }
 

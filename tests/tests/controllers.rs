@@ -87,7 +87,7 @@ async fn a_confined_wasm_controller_from_a_registry_runs_in_its_namespace_until_
         let status = &ready.data["status"];
         assert_eq!(status["digest"], digest, "{status}");
         assert_eq!(status["image"], pinned.as_str(), "{status}");
-        assert_eq!(status["contract"], "kubewasm:controller/guest@0.2.0");
+        assert_eq!(status["contract"], "kubewasm:controller/guest@0.2.1");
         assert_eq!(status["declaration"]["primary"], "kubewasm.dev/v1alpha1 PodSet");
         assert!(status["controllerName"].is_string(), "{status}");
         assert_eq!(condition(&ready, "Degraded").unwrap()["status"], "False");

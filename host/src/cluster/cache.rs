@@ -17,6 +17,9 @@ use crate::cluster::managed::IntentDigest;
 use crate::cluster::selector::{LabelSelector, Labels};
 use crate::cluster::transform::Transform;
 
+use self::index::Indexes;
+pub use self::index::MAX_LABEL_INDEXES;
+
 /// An owner reference, as far as the host needs it: a view into the cached object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Owner<'a> {
@@ -270,6 +273,11 @@ impl CachedObject {
 
     /// The value of the label `key`.
     pub fn label(&self, key: &str) -> Option<&str> {
+        self.label_part(key).map(|part| self.part(part))
+    }
+
+    /// Where the value of the label `key` is among the spans.
+    fn label_part(&self, key: &str) -> Option<usize> {
         // Labels are kept in key order.
         let (mut low, mut high) = (0, self.labels as usize);
         while low < high {
@@ -277,7 +285,7 @@ impl CachedObject {
             match self.part(LABELS + 2 * middle).cmp(key) {
                 Ordering::Less => low = middle + 1,
                 Ordering::Greater => high = middle,
-                Ordering::Equal => return Some(self.part(LABELS + 2 * middle + 1)),
+                Ordering::Equal => return Some(LABELS + 2 * middle + 1),
             }
         }
         None
@@ -294,9 +302,20 @@ impl CachedObject {
         self.finalizers().any(|f| f == finalizer)
     }
 
+    /// Where the first owner reference is among the spans.
+    fn owners_part(&self) -> usize {
+        LABELS + 2 * self.labels as usize + self.finalizers as usize
+    }
+
+    /// Where the controller owner's uid is among the spans.
+    fn controller_uid_part(&self) -> Option<usize> {
+        let controller = self.controller? as usize;
+        Some(self.owners_part() + 4 * controller + 3)
+    }
+
     /// Owner references, in order.
     pub fn owners(&self) -> impl ExactSizeIterator<Item = Owner<'_>> + Clone {
-        let first = LABELS + 2 * self.labels as usize + self.finalizers as usize;
+        let first = self.owners_part();
         let count = (self.spans.len() - first) / 4;
         (0..count).map(move |i| {
             let part = |field: usize| self.part(first + 4 * i + field);
@@ -527,6 +546,8 @@ pub struct Store {
 struct Inner {
     /// Ordered by key; looked up by [`ObjectKey`] without a second copy of each key.
     objects: BTreeSet<Entry>,
+    /// The objects by controller and by indexed labels, in step with `objects`.
+    indexes: Indexes,
     /// Highest resourceVersion the watch or a list has shown.
     watermark: u64,
     /// Lists completed: the first and every relist.
@@ -622,11 +643,40 @@ impl Inner {
 
     /// Stores `object`, returning what it replaced.
     fn insert(&mut self, object: Arc<CachedObject>) -> Option<Arc<CachedObject>> {
-        self.objects.replace(Entry(object)).map(|entry| entry.0)
+        let old = self
+            .objects
+            .replace(Entry(object.clone()))
+            .map(|entry| entry.0);
+        if let Some(old) = &old {
+            self.indexes.remove(old);
+        }
+        self.indexes.insert(&object);
+        old
     }
 
     fn take(&mut self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
-        self.objects.take(key as &dyn Keyed).map(|entry| entry.0)
+        let old = self.objects.take(key as &dyn Keyed).map(|entry| entry.0)?;
+        self.indexes.remove(&old);
+        Some(old)
+    }
+
+    /// The objects in `namespace` (or all) matching `selector`, found through the index of
+    /// one of its equalities if there is one.
+    fn selected(
+        &self,
+        namespace: Option<&str>,
+        selector: &LabelSelector,
+    ) -> Option<Vec<Arc<CachedObject>>> {
+        let (key, value) = selector
+            .equalities()
+            .find(|(key, _)| self.indexes.indexes(key))?;
+        let found = self.indexes.labelled(key, value, namespace)?;
+        Some(
+            found
+                .filter(|o| selector.matches(o.as_ref()))
+                .cloned()
+                .collect(),
+        )
     }
 
     fn advance(&mut self, version: Option<u64>) {
@@ -648,8 +698,48 @@ impl Store {
         self.read().cached(key).cloned()
     }
 
-    /// Objects in `namespace` (or all) matching `selector` (or all).
+    /// Objects in `namespace` (or all) matching `selector` (or all), in key order.
+    ///
+    /// A selector with an equality is answered from the index of its label key, which the
+    /// first such list starts (up to [`MAX_LABEL_INDEXES`] keys per store): it costs the
+    /// objects with that label value, not the namespace.
     pub fn list(
+        &self,
+        namespace: Option<&str>,
+        selector: Option<&LabelSelector>,
+    ) -> Vec<Arc<CachedObject>> {
+        if let Some(selector) = selector {
+            if let Some(found) = self.read().selected(namespace, selector) {
+                return found;
+            }
+            if let Some((key, _)) = selector.equalities().next() {
+                let mut inner = self.write();
+                let Inner {
+                    objects, indexes, ..
+                } = &mut *inner;
+                if indexes.index_label(key, objects) {
+                    return inner.selected(namespace, selector).unwrap_or_default();
+                }
+            }
+        }
+        self.scan(namespace, selector)
+    }
+
+    /// The objects whose controller reference has `uid`, in `namespace` (or all), in key
+    /// order, from the store's index: it costs the objects found.
+    pub fn controlled(&self, uid: &str, namespace: Option<&str>) -> Vec<Arc<CachedObject>> {
+        let inner = self.read();
+        inner.indexes.controlled(uid, namespace).cloned().collect()
+    }
+
+    /// Entries over the store's indexes: one per object with a controller, and one per object
+    /// and indexed label key it carries.
+    pub fn index_entries(&self) -> usize {
+        self.read().indexes.entries()
+    }
+
+    /// [`Store::list`] by walking the namespace's objects (or all).
+    fn scan(
         &self,
         namespace: Option<&str>,
         selector: Option<&LabelSelector>,
@@ -833,6 +923,7 @@ impl Store {
                     .or_insert_with(|| tombstone.clone());
             }
         }
+        inner.indexes.rebuild(&fresh);
         inner.objects = fresh;
         inner.tombstones = tombstones;
         inner.lists += 1;
@@ -951,5 +1042,6 @@ fn differences(cached: &BTreeSet<Entry>, fresh: &BTreeSet<Entry>, initial: bool)
     changes
 }
 
+mod index;
 #[cfg(test)]
 mod tests;

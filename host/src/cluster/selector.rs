@@ -160,6 +160,15 @@ impl LabelSelector {
         Self { requirements }
     }
 
+    /// The requirements that a label have one value (`key=value`, `key==value`,
+    /// `key in (value)`), as key and value, in key order.
+    pub fn equalities(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.requirements.iter().filter_map(|r| match &r.op {
+            Operator::In(values) if values.len() == 1 => Some((r.key.as_str(), first(values))),
+            _ => None,
+        })
+    }
+
     /// Whether `labels` satisfies every requirement, with the API server's semantics: `!=`,
     /// `notin` and `!key` match when the key is absent; `=`, `in`, `>`, `<` and `key` require it;
     /// `>` and `<` fail when the label's value is not an integer. The empty selector matches

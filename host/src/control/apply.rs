@@ -37,7 +37,7 @@ use kube::api::{
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::cluster::cache::{AppliedFields, CachedObject, FIELD_MANAGER_PREFIX, ObjectKey};
+use crate::cluster::cache::{AppliedFields, CachedObject, FIELD_MANAGER_PREFIX, ObjectKey, Store};
 use crate::cluster::leader;
 use crate::cluster::managed::{self, IntentDigest};
 use crate::cluster::selector::LabelSelector;
@@ -365,6 +365,32 @@ pub fn field_manager(controller: &str) -> String {
     format!("{FIELD_MANAGER_PREFIX}{controller}")
 }
 
+impl ClusterBackend {
+    /// What `read` finds in the stores of every informer of `kind`, in key order; an object
+    /// several informers hold is read from the one that saw it last.
+    fn gather(
+        &self,
+        kind: &GroupVersionKind,
+        read: impl Fn(&Store) -> Vec<Arc<CachedObject>>,
+    ) -> Vec<Arc<str>> {
+        let mut found = Vec::new();
+        let mut stores = 0;
+        for informer in self
+            .informers
+            .iter()
+            .filter(|i| &i.selection().kind == kind)
+        {
+            found.extend(read(informer.store()));
+            stores += 1;
+        }
+        if stores > 1 {
+            found.sort_by_key(|o| (o.key(), std::cmp::Reverse(o.version())));
+            found.dedup_by(|a, b| a.key() == b.key());
+        }
+        found.into_iter().map(|o| o.json().clone()).collect()
+    }
+}
+
 #[async_trait]
 impl Backend for ClusterBackend {
     fn is_cluster_scoped(&self, kind: &GroupVersionKind) -> bool {
@@ -386,16 +412,16 @@ impl Backend for ClusterBackend {
         namespace: Option<&str>,
         selector: Option<&LabelSelector>,
     ) -> Result<Vec<Arc<str>>, CallError> {
-        let mut found: Vec<Arc<CachedObject>> = self
-            .informers
-            .iter()
-            .filter(|i| &i.selection().kind == kind)
-            .flat_map(|i| i.store().list(namespace, selector))
-            .collect();
-        // An object several informers hold is read from the one that saw it last.
-        found.sort_by_key(|o| (o.key(), std::cmp::Reverse(o.version())));
-        found.dedup_by(|a, b| a.key() == b.key());
-        Ok(found.into_iter().map(|o| o.json().clone()).collect())
+        Ok(self.gather(kind, |store| store.list(namespace, selector)))
+    }
+
+    fn list_controlled(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        uid: &str,
+    ) -> Result<Vec<Arc<str>>, CallError> {
+        Ok(self.gather(kind, |store| store.controlled(uid, namespace)))
     }
 
     async fn apply(&self, mut request: ApplyRequest) -> Result<String, CallError> {

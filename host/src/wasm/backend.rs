@@ -176,6 +176,15 @@ pub trait Backend: Send + Sync {
         selector: Option<&LabelSelector>,
     ) -> Result<Vec<Arc<str>>, CallError>;
 
+    /// Cached objects of a kind whose controller reference has `uid`, ordered by namespace then
+    /// name.
+    fn list_controlled(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        uid: &str,
+    ) -> Result<Vec<Arc<str>>, CallError>;
+
     /// Server-side apply; returns the object afterwards.
     async fn apply(&self, request: ApplyRequest) -> Result<String, CallError>;
 

@@ -40,10 +40,19 @@ pub mod v0_1 {
 pub use self::kubewasm::controller::types;
 
 /// The exported interface's name, with the contract version a new module implements.
-pub const GUEST_INTERFACE: &str = "kubewasm:controller/guest@0.2.0";
+pub const GUEST_INTERFACE: &str = "kubewasm:controller/guest@0.2.1";
 
 /// The imported cache interface of the current contract version.
-pub const CACHE_INTERFACE: &str = "kubewasm:controller/cache@0.2.0";
+pub const CACHE_INTERFACE: &str = "kubewasm:controller/cache@0.2.1";
+
+/// Every `guest` interface the host loads, newest first: the current contract version and
+/// the earlier ones it is compatible with (0.2.0, which lacks only `list-controlled`, links
+/// against the current imports as it is), then 0.1.0.
+pub const GUEST_INTERFACES: [&str; 3] = [
+    GUEST_INTERFACE,
+    "kubewasm:controller/guest@0.2.0",
+    GUEST_INTERFACE_0_1,
+];
 
 /// The imported cache interface of contract 0.1.0.
 pub const CACHE_INTERFACE_0_1: &str = "kubewasm:controller/cache@0.1.0";
@@ -51,9 +60,10 @@ pub const CACHE_INTERFACE_0_1: &str = "kubewasm:controller/cache@0.1.0";
 /// The exported interface of contract 0.1.0, which the host still loads.
 pub const GUEST_INTERFACE_0_1: &str = "kubewasm:controller/guest@0.1.0";
 
-/// A pre-linked module, of the contract version whose `guest` interface it exports.
+/// A pre-linked module, of the contract version whose `guest` interface it exports, and that
+/// interface's name as the module exports it.
 pub enum GuestPre<T: 'static> {
-    Current(ControllerPre<T>),
+    Current(ControllerPre<T>, &'static str),
     V0_1(v0_1::ControllerPre<T>),
 }
 
@@ -61,20 +71,31 @@ impl<T: Send + 'static> GuestPre<T> {
     /// Checks the component's exports against the version whose `guest` interface it exports:
     /// the current one if it exports it, else 0.1.0 if it exports that, else the current one
     /// (whose error names what is missing).
+    ///
+    /// Exports are looked up as the component model's semver rules say, so a module of
+    /// 0.2.0 is pre-linked as the current version.
     pub fn new(pre: InstancePre<T>) -> wasmtime::Result<Self> {
-        let exports = |name| pre.component().get_export_index(None, name).is_some();
-        let earlier = !exports(GUEST_INTERFACE) && exports(GUEST_INTERFACE_0_1);
-        Ok(if earlier {
+        let component = pre.component();
+        let exported = component.component_type();
+        let exported: Vec<&str> = exported
+            .exports(component.engine())
+            .map(|(n, _)| n)
+            .collect();
+        let interface = GUEST_INTERFACES
+            .into_iter()
+            .find(|i| exported.contains(i))
+            .unwrap_or(GUEST_INTERFACE);
+        Ok(if interface == GUEST_INTERFACE_0_1 {
             Self::V0_1(v0_1::ControllerPre::new(pre)?)
         } else {
-            Self::Current(ControllerPre::new(pre)?)
+            Self::Current(ControllerPre::new(pre)?, interface)
         })
     }
 
     /// The `guest` interface the module exports, with its contract version.
     pub fn interface(&self) -> &'static str {
         match self {
-            Self::Current(_) => GUEST_INTERFACE,
+            Self::Current(_, interface) => interface,
             Self::V0_1(_) => GUEST_INTERFACE_0_1,
         }
     }
@@ -85,7 +106,7 @@ impl<T: Send + 'static> GuestPre<T> {
         store: impl AsContextMut<Data = T>,
     ) -> wasmtime::Result<GuestInstance> {
         Ok(match self {
-            Self::Current(pre) => GuestInstance::Current(pre.instantiate_async(store).await?),
+            Self::Current(pre, _) => GuestInstance::Current(pre.instantiate_async(store).await?),
             Self::V0_1(pre) => GuestInstance::V0_1(pre.instantiate_async(store).await?),
         })
     }

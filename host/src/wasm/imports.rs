@@ -513,6 +513,25 @@ impl CallState {
             });
         answer(result, &context.env, &self.limits, "list")
     }
+
+    /// The `list-controlled` import: as `list`, the objects whose controller has `uid`.
+    pub(crate) fn list_controlled(
+        &mut self,
+        kind: types::Gvk,
+        namespace: Option<String>,
+        uid: String,
+    ) -> wasmtime::Result<Result<Vec<Arc<str>>, types::Error>> {
+        let context = &self.context;
+        let result = context
+            .readable(kind, Verb::List, namespace.as_deref())
+            .and_then(|kind| {
+                let backend = &context.env.backend;
+                let objects = backend.list_controlled(&kind, namespace.as_deref(), &uid)?;
+                fits_in_guest(&objects, self.limits.memory_bytes)?;
+                Ok(objects)
+            });
+        answer(result, &context.env, &self.limits, "list-controlled")
+    }
 }
 
 /// Links the `cache` imports of the current contract version (see
@@ -532,6 +551,12 @@ pub fn link_cache(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
         "list",
         |mut store, (kind, ns, selector): (types::Gvk, Option<String>, Option<String>)| {
             Ok((store.data_mut().list(kind, ns, selector)?,))
+        },
+    )?;
+    cache.func_wrap(
+        "list-controlled",
+        |mut store, (kind, ns, uid): (types::Gvk, Option<String>, String)| {
+            Ok((store.data_mut().list_controlled(kind, ns, uid)?,))
         },
     )?;
     Ok(())

@@ -241,6 +241,14 @@ impl Backend for Sealed {
     ) -> Result<Vec<Arc<str>>, CallError> {
         sealed()
     }
+    fn list_controlled(
+        &self,
+        _: &GroupVersionKind,
+        _: Option<&str>,
+        _: &str,
+    ) -> Result<Vec<Arc<str>>, CallError> {
+        sealed()
+    }
     async fn apply(&self, _: ApplyRequest) -> Result<String, CallError> {
         sealed()
     }

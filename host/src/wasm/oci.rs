@@ -22,7 +22,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde::{Deserialize, Serialize};
 
-use crate::wasm::bindings::{GUEST_INTERFACE, GUEST_INTERFACE_0_1};
+use crate::wasm::bindings::GUEST_INTERFACES;
 use crate::wasm::module::sha256_hex;
 use crate::wasm::module_store::{Access, ModuleStore};
 use crate::wasm::pull::{self, Puller};
@@ -108,17 +108,18 @@ impl WasmConfig {
         let Some(component) = &self.component else {
             return Err("the artifact's config does not list the component's exports".into());
         };
-        [GUEST_INTERFACE, GUEST_INTERFACE_0_1]
+        GUEST_INTERFACES
             .into_iter()
             .find(|c| component.exports.iter().any(|e| e == c))
             .ok_or_else(|| {
                 format!(
-                    "the component exports {}, not {GUEST_INTERFACE} or {GUEST_INTERFACE_0_1}",
+                    "the component exports {}, not {}",
                     if component.exports.is_empty() {
                         "nothing".to_owned()
                     } else {
                         component.exports.join(", ")
-                    }
+                    },
+                    GUEST_INTERFACES.join(" or ")
                 )
             })
     }
@@ -579,7 +580,7 @@ mod tests {
         let names = config.component.as_ref().unwrap();
         assert_eq!(names.exports, ["kubewasm:controller/guest@0.2.0"]);
         assert_eq!(names.imports, ["wasi:cli/environment@0.2.0"]);
-        assert_eq!(config.contract().unwrap(), GUEST_INTERFACE);
+        assert_eq!(config.contract().unwrap(), GUEST_INTERFACES[1]);
         assert_eq!(
             config.layer_digests,
             [format!("sha256:{}", sha256_hex(&component))]
@@ -615,7 +616,7 @@ mod tests {
                 "component":{"exports":["kubewasm:controller/guest@0.1.0"],"imports":[]}}"#,
         )
         .unwrap();
-        assert_eq!(config.contract().unwrap(), GUEST_INTERFACE_0_1);
+        assert_eq!(config.contract().unwrap(), GUEST_INTERFACES[2]);
         let module: WasmConfig =
             serde_json::from_str(r#"{"architecture":"wasm","os":"wasip1"}"#).unwrap();
         assert!(module.contract().unwrap_err().contains("not a component"));

@@ -271,6 +271,32 @@ impl Backend for OfflineBackend {
             .collect())
     }
 
+    /// Stored objects of a kind in `namespace` (all when `None`) whose controller reference
+    /// has `uid`, ordered by namespace then name.
+    fn list_controlled(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        uid: &str,
+    ) -> Result<Vec<Arc<str>>, CallError> {
+        let controlled = |stored: &Stored| {
+            let owners = stored.value["metadata"]["ownerReferences"].as_array();
+            owners
+                .into_iter()
+                .flatten()
+                .any(|o| o["controller"] == true && o["uid"] == uid)
+        };
+        let state = self.lock();
+        Ok(state
+            .objects(kind)
+            .into_iter()
+            .flatten()
+            .filter(|(key, _)| namespace.is_none_or(|ns| key.namespace.as_deref() == Some(ns)))
+            .filter(|(_, stored)| controlled(stored))
+            .map(|(_, stored)| stored.json.clone())
+            .collect())
+    }
+
     /// Merges the intent into the stored object (see the module documentation) and returns it.
     async fn apply(&self, request: ApplyRequest) -> Result<String, CallError> {
         let mut state = self.lock();

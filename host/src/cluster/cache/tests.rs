@@ -556,3 +556,194 @@ fn replace_emits_adds_updates_and_deletes() {
     assert_eq!(summary, ["add new", "delete gone", "update changed"]);
     assert_eq!(store.len(), 3);
 }
+
+/// A Pod with labels and owners: `controller` is the uid of its controller owner, `other` that
+/// of an owner that does not control it.
+fn owned(
+    namespace: &str,
+    name: &str,
+    version: u64,
+    labels: &[(&str, &str)],
+    controller: Option<&str>,
+    other: Option<&str>,
+) -> CachedObject {
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    let owner = |uid: &str, controller: bool| {
+        json!({ "apiVersion": "kubewasm.dev/v1alpha1", "kind": "PodSet", "name": uid,
+                "uid": uid, "controller": controller })
+    };
+    let owners: Vec<_> = other
+        .map(|uid| owner(uid, false))
+        .into_iter()
+        .chain(controller.map(|uid| owner(uid, true)))
+        .collect();
+    CachedObject::new(
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "namespace": namespace, "name": name, "uid": format!("{namespace}/{name}"),
+                          "resourceVersion": version.to_string(), "labels": labels,
+                          "ownerReferences": owners }
+        }))
+        .unwrap(),
+    )
+}
+
+fn names(objects: &[Arc<CachedObject>]) -> Vec<String> {
+    objects.iter().map(|o| o.key().to_string()).collect()
+}
+
+#[test]
+fn controlled_objects_are_found_by_their_controllers_uid_only() {
+    let store = Store::default();
+    store.replace(
+        listed![
+            owned("a", "p1", 1, &[], Some("set"), None),
+            owned("a", "p2", 2, &[], None, Some("set")),
+            owned("b", "p3", 3, &[], Some("set"), Some("other")),
+            owned("a", "p0", 4, &[], Some("another"), None),
+        ],
+        "4",
+    );
+    assert_eq!(names(&store.controlled("set", None)), ["a/p1", "b/p3"]);
+    assert_eq!(names(&store.controlled("set", Some("b"))), ["b/p3"]);
+    assert_eq!(
+        names(&store.controlled("other", None)),
+        Vec::<String>::new()
+    );
+    assert_eq!(names(&store.controlled("another", Some("a"))), ["a/p0"]);
+
+    // A new controller moves the object; a recorded write and delete are seen at once.
+    store.upsert(owned("a", "p1", 5, &[], Some("another"), None));
+    assert_eq!(names(&store.controlled("set", None)), ["b/p3"]);
+    assert_eq!(names(&store.controlled("another", None)), ["a/p0", "a/p1"]);
+    store.record_write(owned("a", "p2", 6, &[], Some("set"), None));
+    assert_eq!(names(&store.controlled("set", None)), ["a/p2", "b/p3"]);
+    store.record_delete(&key("b", "p3"), "b/p3");
+    assert_eq!(names(&store.controlled("set", None)), ["a/p2"]);
+    store.remove(&owned("a", "p2", 7, &[], Some("set"), None));
+    assert!(store.controlled("set", None).is_empty());
+    assert_eq!(store.index_entries(), 2);
+}
+
+#[test]
+fn a_selection_by_label_value_is_served_by_an_index_started_on_first_use() {
+    let store = Store::default();
+    store.replace(
+        listed![
+            owned(
+                "a",
+                "web-1",
+                1,
+                &[("app", "web"), ("tier", "x")],
+                None,
+                None
+            ),
+            owned("a", "db-1", 2, &[("app", "db")], None, None),
+            owned("b", "web-2", 3, &[("app", "web")], None, None),
+        ],
+        "3",
+    );
+    assert_eq!(store.index_entries(), 0);
+    let selector = |s: &str| s.parse::<LabelSelector>().unwrap();
+    let web = selector("app=web");
+    assert_eq!(names(&store.list(None, Some(&web))), ["a/web-1", "b/web-2"]);
+    assert_eq!(store.index_entries(), 3, "every object with the label key");
+    assert_eq!(names(&store.list(Some("a"), Some(&web))), ["a/web-1"]);
+    let narrower = selector("app in (web),tier!=y,tier");
+    assert_eq!(names(&store.list(None, Some(&narrower))), ["a/web-1"]);
+
+    // Selectors without an equality are scanned, and start no index.
+    let exists = selector("tier,app notin (db)");
+    assert_eq!(names(&store.list(None, Some(&exists))), ["a/web-1"]);
+    assert_eq!(store.index_entries(), 3);
+
+    // Past the limit of label keys, an equality is scanned.
+    for i in 0..MAX_LABEL_INDEXES + 2 {
+        let unknown = selector(&format!("key-{i}=value"));
+        assert!(store.list(None, Some(&unknown)).is_empty());
+    }
+    let tier = selector("tier=x");
+    assert_eq!(names(&store.list(None, Some(&tier))), ["a/web-1"]);
+}
+
+/// A generator of small pseudo-random numbers, the same in every run.
+struct Dice(u64);
+
+impl Dice {
+    fn roll(&mut self, sides: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        (self.0 >> 33) % sides
+    }
+}
+
+#[test]
+fn the_indexes_answer_as_a_scan_does_through_every_kind_of_change() {
+    let mut dice = Dice(7);
+    let store = Store::default();
+    let pick = |dice: &mut Dice, of: &[&'static str]| of[dice.roll(of.len() as u64) as usize];
+    let mut version = 0;
+    let mut random = |dice: &mut Dice| {
+        version += 1;
+        let (ns, name) = (pick(dice, &["a", "b"]), pick(dice, &["p", "q", "r", "s"]));
+        let mut labels = vec![("app", pick(dice, &["web", "db"]))];
+        if dice.roll(2) == 0 {
+            labels.push(("tier", pick(dice, &["x", "y"])));
+        }
+        let controller = [None, Some("u1"), Some("u2")][dice.roll(3) as usize];
+        let other = [None, Some("u1"), Some("u3")][dice.roll(3) as usize];
+        owned(ns, name, version, &labels, controller, other)
+    };
+    let queries = ["app=web", "app=db,tier=x", "tier=y", "tier in (x),app!=web"]
+        .map(|s| s.parse::<LabelSelector>().unwrap());
+    for step in 0..2_000 {
+        match dice.roll(5) {
+            0 => {
+                store.upsert(random(&mut dice));
+            }
+            1 => {
+                let object = random(&mut dice);
+                store.remove(&object);
+            }
+            2 => {
+                store.record_write(random(&mut dice));
+            }
+            3 => {
+                let object = random(&mut dice);
+                store.record_delete(&object.key(), object.uid().unwrap());
+            }
+            _ => {
+                let snapshot: Vec<_> = (0..dice.roll(6))
+                    .map(|_| Arc::new(random(&mut dice)))
+                    .collect();
+                store.replace(snapshot, "0");
+            }
+        }
+        let all = store.scan(None, None);
+        for namespace in [None, Some("a"), Some("b")] {
+            for query in &queries {
+                let scanned = store.scan(namespace, Some(query));
+                assert_eq!(
+                    names(&store.list(namespace, Some(query))),
+                    names(&scanned),
+                    "step {step}: {query}"
+                );
+            }
+            for uid in ["u1", "u2", "u3"] {
+                let expected: Vec<_> = all
+                    .iter()
+                    .filter(|o| namespace.is_none_or(|ns| o.namespace() == Some(ns)))
+                    .filter(|o| o.controller().is_some_and(|c| c.uid == uid))
+                    .cloned()
+                    .collect();
+                assert_eq!(
+                    names(&store.controlled(uid, namespace)),
+                    names(&expected),
+                    "step {step}: {uid}"
+                );
+            }
+        }
+    }
+}
