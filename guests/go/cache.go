@@ -32,7 +32,10 @@ func GetAs[T any](kind GVK, namespace, name string) (T, bool, error) {
 
 // List returns every cached object of kind in namespace (empty: all namespaces), optionally
 // filtered by a label selector in the API server's syntax ("app=web,tier in (a,b),!legacy"),
-// ordered by namespace, then name.
+// ordered by namespace, then name. A selector with an equality ("app=web", "app==web" or
+// "app in (web)") is served from the host's index of that label key, so it costs the objects
+// with that label value rather than the namespace.
+// [kubewasm.dev/guest/selector.LabelSelector.Query] renders the selector of an object's spec.
 func List(kind GVK, namespace, labelSelector string) ([]Object, error) {
 	return ListAs[Object](kind, namespace, labelSelector)
 }
@@ -40,6 +43,27 @@ func List(kind GVK, namespace, labelSelector string) ([]Object, error) {
 // ListAs is [List] decoding the objects into Ts.
 func ListAs[T any](kind GVK, namespace, labelSelector string) ([]T, error) {
 	texts, err := wit.List(toGvk(kind), namespace, labelSelector)
+	return decodeAll[T](kind, texts, err)
+}
+
+// ListControlled returns every cached object of kind in namespace (empty: all namespaces)
+// whose controller reference (the entry of metadata.ownerReferences with controller: true) has
+// the uid controllerUID: the objects that owner controls, e.g. the pods of a ReplicaSet,
+// ordered by namespace, then name. Objects that merely list the owner among other owners are
+// not included. The host serves it from an index, so it costs the objects found, however many
+// others the namespace holds.
+func ListControlled(kind GVK, namespace, controllerUID string) ([]Object, error) {
+	return ListControlledAs[Object](kind, namespace, controllerUID)
+}
+
+// ListControlledAs is [ListControlled] decoding the objects into Ts.
+func ListControlledAs[T any](kind GVK, namespace, controllerUID string) ([]T, error) {
+	texts, err := wit.ListControlled(toGvk(kind), namespace, controllerUID)
+	return decodeAll[T](kind, texts, err)
+}
+
+// decodeAll decodes the objects of a list the host returned, or converts its error.
+func decodeAll[T any](kind GVK, texts []string, err *wit.Error) ([]T, error) {
 	if err != nil {
 		return nil, hostError(err)
 	}

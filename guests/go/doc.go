@@ -1,5 +1,5 @@
 // Package guest is the Go SDK for kubewasm controller guests: Kubernetes controllers compiled
-// to WebAssembly components of the kubewasm:controller@0.2.0 world (wit/controller.wit).
+// to WebAssembly components of the kubewasm:controller@0.2.1 world (wit/controller.wit).
 //
 // A guest implements [Controller] and registers it with [Export] from an init function of
 // package main:
@@ -23,7 +23,8 @@
 //   - Metadata is called once when the module is loaded.
 //   - Every Reconcile, Finalize and MapKeys call runs in a fresh instance: nothing (package
 //     variables, caches, counters) survives from one call to the next.
-//   - Reads ([Get], [List]) come from the host's informer cache and never reach the API server.
+//   - Reads ([Get], [List], [ListControlled]) come from the host's informer cache and never reach
+//     the API server.
 //   - Writes ([Apply], [PatchMerge], [Delete], ...) are executed by the host with the field
 //     manager kubewasm-<name>; an apply that would change nothing is not sent.
 //   - An owned [Apply] never takes over an existing object the reconciled object does not

@@ -121,6 +121,8 @@ pub struct Args {
 pub enum Workload {
     /// The host's dispatch micro-benchmark.
     Dispatch,
+    /// The host's micro-benchmark of a reconcile against the size of its namespace.
+    Namespace,
     /// Cold convergence of each object count.
     Convergence,
     /// Update latency at fixed rates.
@@ -141,8 +143,9 @@ pub enum Workload {
 
 impl Workload {
     /// Every workload.
-    pub const ALL: [Workload; 9] = [
+    pub const ALL: [Workload; 10] = [
         Self::Dispatch,
+        Self::Namespace,
         Self::Convergence,
         Self::Churn,
         Self::Idle,

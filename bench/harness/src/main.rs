@@ -95,6 +95,7 @@ async fn main() -> Result<()> {
         versions,
         plan,
         dispatch: None,
+        namespace: None,
         convergence: Vec::new(),
         churn: Vec::new(),
         idle_resync: Vec::new(),

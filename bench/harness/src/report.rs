@@ -26,6 +26,8 @@ pub struct Results {
     pub plan: Plan,
     /// The figures of the dispatch micro-benchmark.
     pub dispatch: Option<Value>,
+    /// The figures of the namespace micro-benchmark.
+    pub namespace: Option<Value>,
     pub convergence: Vec<Convergence>,
     pub churn: Vec<Churn>,
     pub idle_resync: Vec<IdleResync>,
@@ -277,6 +279,19 @@ pub fn ratios(results: &Results) -> Vec<Ratio> {
             overhead,
             "µs",
             Some(Target::AtMost(30.0)),
+        ));
+    }
+    if let Some(ratio) = results
+        .namespace
+        .as_ref()
+        .and_then(|n| n["ratio_10000"].as_f64())
+    {
+        targets.push(Ratio::new(
+            "namespace: podset reconcile with 10000 other pods in its namespace / with none (median)"
+                .into(),
+            ratio,
+            "x",
+            Some(Target::AtMost(1.2)),
         ));
     }
     if let Some(reload) = &results.hot_reload {
@@ -769,6 +784,14 @@ pub fn markdown(results: &Results) -> String {
         section(&mut out, "Dispatch micro-benchmark");
         out.push_str(&format!("```text\n{}\n```\n", report.trim_end()));
     }
+    if let Some(report) = results
+        .namespace
+        .as_ref()
+        .and_then(|n| n["report"].as_str())
+    {
+        section(&mut out, "Namespace micro-benchmark");
+        out.push_str(&format!("```text\n{}\n```\n", report.trim_end()));
+    }
     section(&mut out, "Ratios");
     table(
         &mut out,
@@ -906,6 +929,7 @@ mod tests {
             },
             plan: Plan::from(&args),
             dispatch: None,
+            namespace: None,
             convergence: vec![
                 convergence(Implementation::NullWriter, 4, 1.0),
                 convergence(Implementation::Kubewasm, 4, 1.1),

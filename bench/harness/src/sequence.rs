@@ -10,7 +10,7 @@ use crate::cli::Workload;
 use crate::controllers::Implementation;
 use crate::report::{self, Results};
 use crate::workloads::cache::{self, Cacher, Shape};
-use crate::workloads::{churn, convergence, dispatch, failover, idle, reload, scale, shards};
+use crate::workloads::{churn, convergence, failover, idle, micro, reload, scale, shards};
 
 /// A run in progress.
 pub struct Run {
@@ -32,8 +32,15 @@ impl Run {
         // First, while nothing else runs on the machine but an idle control plane.
         if plan.runs(Workload::Dispatch) {
             let log = work.join("dispatch.txt");
-            let figures = tokio::task::block_in_place(|| dispatch::run(repo, &log));
+            let figures = tokio::task::block_in_place(|| micro::run(repo, "dispatch", &log));
             self.keep("dispatch", figures, |r, figures| r.dispatch = Some(figures))?;
+        }
+        if plan.runs(Workload::Namespace) {
+            let log = work.join("namespace.txt");
+            let figures = tokio::task::block_in_place(|| micro::run(repo, "namespace", &log));
+            self.keep("namespace", figures, |r, figures| {
+                r.namespace = Some(figures)
+            })?;
         }
         let controllers = &plan.implementations;
         // Both variants of the guest compiled: every kubewasm host starts from the compile cache.

@@ -65,11 +65,10 @@ func (PodSets) Reconcile(req guest.Request) (guest.Action, error) {
 		return guest.Done, nil
 	}
 	namespace := req.Namespace()
-	cached, err := guest.ListAs[logic.Pod](logic.PodKind, namespace, "")
+	pods, err := readPods(hostPods{}, podset, namespace)
 	if err != nil {
 		return guest.Done, err
 	}
-	pods := logic.Views(cached)
 
 	plan, err := logic.MakePlan(podset, pods)
 	if err != nil {
@@ -94,13 +93,13 @@ func (PodSets) Reconcile(req guest.Request) (guest.Action, error) {
 	for _, pod := range pods {
 		taken[pod.Name] = true
 	}
+	generate := func() string { return guest.GenerateName(req.Name() + "-") }
 	created := 0
 	for range plan.Create {
-		name := guest.GenerateName(req.Name() + "-")
-		for taken[name] {
-			name = guest.GenerateName(req.Name() + "-")
+		name, err := freeName(hostPods{}, namespace, taken, generate)
+		if err != nil {
+			return guest.Done, err
 		}
-		taken[name] = true
 		if _, err := guest.Apply(logic.PodManifest(podset, name), guest.Owned); err != nil {
 			message := fmt.Sprintf("Error creating pod %s: %v", name, err)
 			record(req, guest.Warning, "FailedCreate", "Create", message)
@@ -137,6 +136,73 @@ func (PodSets) Reconcile(req guest.Request) (guest.Action, error) {
 		return guest.Done, err
 	}
 	return guest.Done, failed
+}
+
+// podReads are the reads of pods a reconcile makes: [hostPods] asks the host's cache, tests
+// answer them themselves.
+type podReads interface {
+	// controlled lists the pods of namespace whose controller reference has uid.
+	controlled(namespace, uid string) ([]logic.Pod, error)
+	// matching lists the pods of namespace that labelSelector matches (empty: every pod).
+	matching(namespace, labelSelector string) ([]logic.Pod, error)
+	// exists reports whether the cache holds a pod namespace/name.
+	exists(namespace, name string) (bool, error)
+}
+
+// hostPods reads pods from the host's cache.
+type hostPods struct{}
+
+func (hostPods) controlled(namespace, uid string) ([]logic.Pod, error) {
+	return guest.ListControlledAs[logic.Pod](logic.PodKind, namespace, uid)
+}
+
+func (hostPods) matching(namespace, labelSelector string) ([]logic.Pod, error) {
+	return guest.ListAs[logic.Pod](logic.PodKind, namespace, labelSelector)
+}
+
+func (hostPods) exists(namespace, name string) (bool, error) {
+	_, found, err := guest.GetAs[json.RawMessage](logic.PodKind, namespace, name)
+	return found, err
+}
+
+// readPods returns the pods the PodSet controls and the orphans its selector may adopt, in
+// name order: both lists come from the host's indexes, so a reconcile costs its own pods, not
+// its namespace. A selector without a string form (the plan refuses it anyway) reads the whole
+// namespace.
+func readPods(reads podReads, podset logic.PodSet, namespace string) ([]logic.PodView, error) {
+	controlled, err := reads.controlled(namespace, podset.Metadata.UID)
+	if err != nil {
+		return nil, err
+	}
+	query, err := podset.Spec.Selector.Query()
+	if err != nil {
+		query = ""
+	}
+	candidates, err := reads.matching(namespace, query)
+	if err != nil {
+		return nil, err
+	}
+	return logic.Union(controlled, candidates), nil
+}
+
+// freeName returns a name from generate that no pod has, and adds it to taken: neither a pod
+// read for this reconcile (taken) nor any other pod of the cache, since an apply to a taken
+// name would change that pod.
+func freeName(reads podReads, namespace string, taken map[string]bool, generate func() string) (string, error) {
+	for {
+		name := generate()
+		if taken[name] {
+			continue
+		}
+		taken[name] = true
+		exists, err := reads.exists(namespace, name)
+		if err != nil {
+			return "", fmt.Errorf("looking for pod %s: %w", name, err)
+		}
+		if !exists {
+			return name, nil
+		}
+	}
 }
 
 func writeStatus(podset logic.PodSet, status logic.PodSetStatus) error {

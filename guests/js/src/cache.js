@@ -35,3 +35,21 @@ export function list(kind, namespace, labelSelector) {
     parseJson,
   );
 }
+
+/**
+ * Every cached object of `kind` in `namespace` (`undefined`: all namespaces) whose controller
+ * reference (the `ownerReferences` entry with `controller: true`) has the uid `controllerUid`:
+ * the objects that owner controls, e.g. the pods of a ReplicaSet. Objects that merely list the
+ * owner among other owners are not included. Ordered by namespace, then name. Served from the
+ * host's index, so it costs the objects found, however many others the namespace holds. Throws
+ * a `HostError`.
+ * @param {import("./kinds.js").Gvk} kind
+ * @param {string | undefined} namespace
+ * @param {string} controllerUid
+ * @returns {any[]}
+ */
+export function listControlled(kind, namespace, controllerUid) {
+  return call(() => cache.listControlled(kind, namespace ?? undefined, controllerUid)).map(
+    parseJson,
+  );
+}

@@ -10,7 +10,7 @@ import * as log from "./log.js";
 /**
  * @typedef {import("./kinds.js").Gvk} Gvk
  * @typedef {import("./kinds.js").ObjectKey} ObjectKey
- * @typedef {import("kubewasm:controller/types@0.2.0").Reason} Reason why a key was queued:
+ * @typedef {import("kubewasm:controller/types@0.2.1").Reason} Reason why a key was queued:
  *   `added`, `changed`, `deleted`, `owned-changed`, `watched-changed`, `resync`, `requeue` or
  *   `reload`
  *
@@ -64,7 +64,7 @@ export function requeueAfter(milliseconds) {
 export function defineController(controller) {
   const { reconcile, finalize = () => undefined, mapKeys = () => [] } = controller;
   return {
-    /** @returns {import("kubewasm:controller/types@0.2.0").ControllerMetadata} */
+    /** @returns {import("kubewasm:controller/types@0.2.1").ControllerMetadata} */
     metadata() {
       const metadata =
         typeof controller.metadata === "function" ? controller.metadata() : controller.metadata;

@@ -202,7 +202,7 @@ export class Metadata {
 
   /**
    * The WIT `controller-metadata` record.
-   * @returns {import("kubewasm:controller/types@0.2.0").ControllerMetadata}
+   * @returns {import("kubewasm:controller/types@0.2.1").ControllerMetadata}
    */
   toWit() {
     return {

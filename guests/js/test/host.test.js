@@ -8,7 +8,8 @@ import { beforeEach, test } from "node:test";
 const fake = `
 const call = (name) => (...args) => globalThis.fakeHost.call(name, args);
 export const apply = call("apply"), applyStatus = call("applyStatus"), patch = call("patch");
-export const get = call("get"), list = call("list"), recordEvent = call("recordEvent");
+export const get = call("get"), list = call("list"), listControlled = call("listControlled");
+export const recordEvent = call("recordEvent");
 export const log = call("log");
 const remove = call("delete");
 export { remove as delete };
@@ -40,6 +41,7 @@ beforeEach(() => {
 
 const { apply, applyStatus } = await import("../src/writes.js");
 const { defineController } = await import("../src/controller.js");
+const cache = await import("../src/cache.js");
 const { HostError } = await import("../src/errors.js");
 const { Metadata, gvk } = await import("../src/kinds.js");
 
@@ -85,6 +87,39 @@ test("a refused adoption throws an AlreadyExists host error", () => {
   assert.throws(
     () => apply(configMap),
     (e) => e instanceof HostError && e.isAlreadyExists && e.isConflict && e.isTransient,
+  );
+});
+
+test("listControlled asks for the objects a uid controls and parses them", () => {
+  const pods = gvk("", "v1", "Pod");
+  const web = { metadata: { name: "web-1", namespace: "ns" } };
+  answer = () => [JSON.stringify(web)];
+  assert.deepEqual(cache.listControlled(pods, "ns", "uid-1"), [web]);
+  assert.deepEqual(cache.listControlled(pods, undefined, "uid-2"), [web]);
+  assert.deepEqual(
+    calls.map(({ name, args }) => [name, ...args]),
+    [
+      ["listControlled", pods, "ns", "uid-1"],
+      ["listControlled", pods, undefined, "uid-2"],
+    ],
+  );
+  answer = () => [];
+  assert.deepEqual(cache.listControlled(pods, "ns", "uid-3"), []);
+});
+
+test("listControlled throws host errors and malformed JSON as HostErrors", () => {
+  const pods = gvk("", "v1", "Pod");
+  answer = () => {
+    throw { payload: { tag: "denied", val: "pods are not declared" } };
+  };
+  assert.throws(
+    () => cache.listControlled(pods, "ns", "uid"),
+    (e) => e instanceof HostError && e.kind === "denied" && !e.isTransient,
+  );
+  answer = () => ["{"];
+  assert.throws(
+    () => cache.listControlled(pods, "ns", "uid"),
+    (e) => e instanceof HostError && e.kind === "json",
   );
 });
 

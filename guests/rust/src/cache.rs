@@ -36,6 +36,22 @@ pub fn list<T: DeserializeOwned>(
         .collect()
 }
 
+/// Every cached object of `kind` in `namespace` (`None`: all namespaces) whose controller
+/// reference (the `ownerReferences` entry with `controller: true`) has `controller_uid`: the
+/// objects that owner controls, e.g. the pods of a ReplicaSet. Ordered by namespace, then name.
+/// Served from the host's index, so it costs the objects found, however many others the
+/// namespace holds.
+pub fn list_controlled<T: DeserializeOwned>(
+    kind: &Gvk,
+    namespace: Option<&str>,
+    controller_uid: &str,
+) -> Result<Vec<T>> {
+    wit::list_controlled(kind, namespace, controller_uid)?
+        .iter()
+        .map(|text| serde_json::from_str(text).map_err(Error::from))
+        .collect()
+}
+
 /// [`get`] for a k8s-openapi resource type, e.g. `get_resource::<Pod>(Some("ns"), "web-0")`.
 #[cfg(feature = "k8s-openapi")]
 pub fn get_resource<K>(namespace: Option<&str>, name: &str) -> Result<Option<K>>
@@ -52,4 +68,14 @@ where
     K: k8s_openapi::Resource + DeserializeOwned,
 {
     list(&Gvk::of::<K>(), namespace, label_selector)
+}
+
+/// [`list_controlled`] for a k8s-openapi resource type, e.g.
+/// `list_controlled_resources::<Pod>(Some("ns"), replica_set_uid)`.
+#[cfg(feature = "k8s-openapi")]
+pub fn list_controlled_resources<K>(namespace: Option<&str>, controller_uid: &str) -> Result<Vec<K>>
+where
+    K: k8s_openapi::Resource + DeserializeOwned,
+{
+    list_controlled(&Gvk::of::<K>(), namespace, controller_uid)
 }

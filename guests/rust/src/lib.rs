@@ -99,7 +99,7 @@ pub mod prelude {
 /// `wasm32-wasip2`). The guest crate does not need to depend on `wit-bindgen` itself.
 ///
 /// On non-wasm targets it only checks that the type implements [`Controller`]: the component
-/// export names (`kubewasm:controller/guest@0.2.0#reconcile`) are not valid native symbols, and
+/// export names (`kubewasm:controller/guest@0.2.1#reconcile`) are not valid native symbols, and
 /// leaving them out lets the same crate build natively as a `cdylib` for `cargo test`.
 #[macro_export]
 macro_rules! export_controller {

@@ -3,9 +3,9 @@
 pub mod cache;
 pub mod churn;
 pub mod convergence;
-pub mod dispatch;
 pub mod failover;
 pub mod idle;
+pub mod micro;
 pub mod reload;
 pub mod scale;
 pub mod shards;

@@ -188,6 +188,18 @@ func Views(pods []Pod) []PodView {
 	return views
 }
 
+// Union reads the pods of every list, each pod once (by name, the first read kept), in name
+// order, as the cache lists a namespace. A reconcile reads two lists that overlap: the pods
+// the PodSet controls and the pods its selector matches.
+func Union(lists ...[]Pod) []PodView {
+	var views []PodView
+	for _, pods := range lists {
+		views = append(views, Views(pods)...)
+	}
+	slices.SortStableFunc(views, func(a, b PodView) int { return cmp.Compare(a.Name, b.Name) })
+	return slices.CompactFunc(views, func(a, b PodView) bool { return a.Name == b.Name })
+}
+
 func (p PodView) controller() (owner.Reference, bool) {
 	return owner.ControllerOf(p.OwnerReferences)
 }
@@ -261,8 +273,9 @@ type Plan struct {
 	Delete []PodView
 }
 
-// MakePlan decides what to adopt, create and delete, given the PodSet and every pod of its
-// namespace.
+// MakePlan decides what to adopt, create and delete, given the PodSet and the pods of its
+// namespace: at least those it controls and those its selector matches (the other pods of the
+// namespace change nothing), in name order.
 //
 // Pods controlled by something else are ignored, as are orphans that are being deleted or
 // terminated. At most [MaxBurst] pods are created or deleted at once.

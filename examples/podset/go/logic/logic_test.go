@@ -131,6 +131,21 @@ func TestReadsPods(t *testing.T) {
 	}
 }
 
+func TestUnionReadsEachPodOnceInNameOrder(t *testing.T) {
+	raw := func(b podBuilder) Pod {
+		text, _ := json.Marshal(b)
+		return decode[Pod](t, string(text))
+	}
+	controlled := []Pod{raw(newPod("b").owned()), raw(newPod("d").owned())}
+	candidates := []Pod{raw(newPod("a")), raw(newPod("b").owned()), raw(newPod("c")), raw(newPod("d"))}
+	union := Union(controlled, candidates)
+	equal(t, "names", names(union), []string{"a", "b", "c", "d"})
+	if _, controlled := union[3].controller(); !controlled {
+		t.Error("a pod read twice is not the first read")
+	}
+	equal(t, "empty", len(Union(nil, nil)), 0)
+}
+
 func TestCreatesMissingReplicas(t *testing.T) {
 	p := plan(t, podset(t, 3), newPod("a").owned().build(t))
 	equal(t, "create", p.Create, 2)

@@ -23,6 +23,7 @@ import {
   owner,
   patchJson,
   recordEvent,
+  selector,
 } from "@kubewasm/guest";
 
 import * as logic from "./logic.js";
@@ -56,7 +57,7 @@ export const guest = defineController({
       return;
     }
     const { namespace } = request;
-    const pods = cache.list(POD_KIND, namespace).flatMap((pod) => logic.podView(pod) ?? []);
+    const pods = readPods(podset, namespace);
 
     let plan;
     try {
@@ -85,11 +86,7 @@ export const guest = defineController({
     const taken = new Set(pods.map((pod) => pod.name));
     let created = 0;
     for (let i = 0; i < plan.create; i++) {
-      let name;
-      do {
-        name = generateName(`${request.name}-`);
-      } while (taken.has(name));
-      taken.add(name);
+      const name = freeName(`${request.name}-`, namespace, taken);
       try {
         apply(logic.podManifest(podset, name));
       } catch (error) {
@@ -124,6 +121,57 @@ export const guest = defineController({
     }
   },
 });
+
+/**
+ * The pods the PodSet controls and the orphans its selector may adopt, in name order: read from
+ * the host's indexes (`listControlled`, and a `list` by the selector's equalities), so a
+ * reconcile costs its own pods, not its namespace. A selector that has no string form (it fails
+ * validation in the plan anyway) reads the namespace.
+ * @param {any} podset
+ * @param {string | undefined} namespace
+ * @returns {logic.PodView[]}
+ */
+function readPods(podset, namespace) {
+  const controlled = cache.listControlled(POD_KIND, namespace, meta.uid(podset) ?? "");
+  let query;
+  try {
+    query = selector.toQuery(logic.specOf(podset).selector);
+  } catch (error) {
+    if (!(error instanceof selector.SelectorError)) {
+      throw error;
+    }
+  }
+  const candidates = cache.list(POD_KIND, namespace, query);
+  /** @type {Map<string, logic.PodView>} */
+  const byName = new Map();
+  for (const pod of [...controlled, ...candidates]) {
+    const view = logic.podView(pod);
+    if (view !== undefined && !byName.has(view.name)) {
+      byName.set(view.name, view);
+    }
+  }
+  return [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/**
+ * A generated pod name that no pod has: neither one read for this reconcile (`taken`, to which
+ * it is added) nor any other in the cache, since an apply to a taken name would change that pod.
+ * @param {string} base
+ * @param {string | undefined} namespace
+ * @param {Set<string>} taken
+ */
+function freeName(base, namespace, taken) {
+  for (;;) {
+    const name = generateName(base);
+    if (taken.has(name)) {
+      continue;
+    }
+    taken.add(name);
+    if (cache.get(POD_KIND, namespace, name) === undefined) {
+      return name;
+    }
+  }
+}
 
 /**
  * @param {any} podset

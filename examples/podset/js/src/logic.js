@@ -185,7 +185,8 @@ export function adopters(podsets, labels) {
 }
 
 /**
- * What one reconcile should do, given the PodSet and every pod of its namespace:
+ * What one reconcile should do, given the PodSet and the pods of its namespace it may act on
+ * (at least those it controls and those its selector matches; the others are ignored):
  * - `adopt`: active orphans matching the selector, to adopt with {@link adoptionPatch};
  * - `owned`: the PodSet's pods once the adoptions succeed (controlled + adopted, all active);
  * - `create`: how many pods to create;

@@ -63,8 +63,7 @@ impl Controller for PodSetController {
         }
         let pod_kind = Gvk::of::<Pod>();
         let namespace = req.namespace();
-        let pods: Vec<Value> = cache::list(&pod_kind, namespace, None)?;
-        let pods: Vec<PodView> = pods.iter().filter_map(PodView::from_value).collect();
+        let pods = read_pods(&podset, namespace)?;
 
         let plan = match logic::plan(&podset, &pods) {
             Ok(plan) => plan,
@@ -98,12 +97,7 @@ impl Controller for PodSetController {
         let base = format!("{}-", req.name());
         let mut created = 0;
         for _ in 0..plan.create {
-            let name = loop {
-                let name = generate_name(&base);
-                if taken.insert(name.clone()) {
-                    break name;
-                }
-            };
+            let name = free_name(&base, namespace, &mut taken)?;
             match apply(
                 &logic::pod_manifest(&podset, &name),
                 ApplyOptions::default(),
@@ -178,6 +172,42 @@ impl Controller for PodSetController {
         match failure {
             Some((_, error)) => Err(error.into()),
             None => Ok(Action::Done),
+        }
+    }
+}
+
+/// The pods the PodSet controls and the orphans its selector may adopt, in name order: read
+/// from the host's indexes, so a reconcile costs its own pods, not its namespace. A selector
+/// that has no string form (it fails validation in the plan anyway) reads the namespace.
+fn read_pods(podset: &PodSet, namespace: Option<&str>) -> Result<Vec<PodView>, ReconcileError> {
+    let pod_kind = Gvk::of::<Pod>();
+    let uid = podset.metadata.uid.as_deref().unwrap_or_default();
+    let mut pods: Vec<Value> = cache::list_controlled(&pod_kind, namespace, uid)?;
+    let selector = podset.spec.selector.to_query().ok();
+    pods.extend(cache::list::<Value>(
+        &pod_kind,
+        namespace,
+        selector.as_deref(),
+    )?);
+    let mut pods: Vec<PodView> = pods.iter().filter_map(PodView::from_value).collect();
+    pods.sort_by(|a, b| a.name.cmp(&b.name));
+    pods.dedup_by(|a, b| a.name == b.name);
+    Ok(pods)
+}
+
+/// A generated pod name that no pod has: neither one read for this reconcile nor any other in
+/// the cache, since an apply to a taken name would change that pod.
+fn free_name(
+    base: &str,
+    namespace: Option<&str>,
+    taken: &mut BTreeSet<String>,
+) -> Result<String, ReconcileError> {
+    loop {
+        let name = generate_name(base);
+        if taken.insert(name.clone())
+            && cache::get::<Value>(&Gvk::of::<Pod>(), namespace, &name)?.is_none()
+        {
+            return Ok(name);
         }
     }
 }

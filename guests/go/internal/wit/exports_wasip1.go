@@ -26,7 +26,7 @@ func liftOption(has, address, n uint32) string {
 // bytes), owns and watches (lists of 24- and 60-byte elements), finalizer, max-concurrency,
 // resync-seconds (an `option<u32>` at 88) and reconcile-on (the `changes` flags, one byte at 96).
 //
-//go:wasmexport kubewasm:controller/guest@0.2.0#metadata
+//go:wasmexport kubewasm:controller/guest@0.2.1#metadata
 func exportMetadata() uint32 {
 	m := guest.Metadata()
 	w := result(100)
@@ -84,19 +84,19 @@ func reconcileResult(outcome Outcome, err *ReconcileError) uint32 {
 	return w.address()
 }
 
-//go:wasmexport kubewasm:controller/guest@0.2.0#reconcile
+//go:wasmexport kubewasm:controller/guest@0.2.1#reconcile
 func exportReconcile(hasNamespace, namespace, namespaceLen, name, nameLen, reason, attempt, hasObject, object, objectLen uint32) uint32 {
 	request := liftRequest(hasNamespace, namespace, namespaceLen, name, nameLen, reason, attempt, hasObject, object, objectLen)
 	return reconcileResult(guest.Reconcile(request))
 }
 
-//go:wasmexport kubewasm:controller/guest@0.2.0#finalize
+//go:wasmexport kubewasm:controller/guest@0.2.1#finalize
 func exportFinalize(hasNamespace, namespace, namespaceLen, name, nameLen, reason, attempt, hasObject, object, objectLen uint32) uint32 {
 	request := liftRequest(hasNamespace, namespace, namespaceLen, name, nameLen, reason, attempt, hasObject, object, objectLen)
 	return reconcileResult(guest.Finalize(request))
 }
 
-//go:wasmexport kubewasm:controller/guest@0.2.0#map-keys
+//go:wasmexport kubewasm:controller/guest@0.2.1#map-keys
 func exportMapKeys(group, groupLen, version, versionLen, kind, kindLen, object, objectLen uint32) uint32 {
 	gvk := Gvk{
 		Group:   liftString(group, groupLen),

@@ -5,28 +5,31 @@ package wit
 // The world's imports. Each takes its parameters flattened to i32s (a pointer to them in
 // memory when they flatten to more than 16 values) and the address of a return area.
 
-//go:wasmimport kubewasm:controller/cache@0.2.0 get
+//go:wasmimport kubewasm:controller/cache@0.2.1 get
 func importGet(group, groupLen, version, versionLen, kind, kindLen, hasNamespace, namespace, namespaceLen, name, nameLen, ret uint32)
 
-//go:wasmimport kubewasm:controller/cache@0.2.0 list
+//go:wasmimport kubewasm:controller/cache@0.2.1 list
 func importList(group, groupLen, version, versionLen, kind, kindLen, hasNamespace, namespace, namespaceLen, hasSelector, selector, selectorLen, ret uint32)
 
-//go:wasmimport kubewasm:controller/writes@0.2.0 apply
+//go:wasmimport kubewasm:controller/cache@0.2.1 list-controlled
+func importListControlled(group, groupLen, version, versionLen, kind, kindLen, hasNamespace, namespace, namespaceLen, controllerUID, controllerUIDLen, ret uint32)
+
+//go:wasmimport kubewasm:controller/writes@0.2.1 apply
 func importApply(object, objectLen, owned, force, adopt, ret uint32)
 
-//go:wasmimport kubewasm:controller/writes@0.2.0 apply-status
+//go:wasmimport kubewasm:controller/writes@0.2.1 apply-status
 func importApplyStatus(object, objectLen, force, ret uint32)
 
-//go:wasmimport kubewasm:controller/writes@0.2.0 delete
+//go:wasmimport kubewasm:controller/writes@0.2.1 delete
 func importDelete(params, ret uint32)
 
-//go:wasmimport kubewasm:controller/writes@0.2.0 patch
+//go:wasmimport kubewasm:controller/writes@0.2.1 patch
 func importPatch(group, groupLen, version, versionLen, kind, kindLen, hasNamespace, namespace, namespaceLen, name, nameLen, patchType, patch, patchLen, ret uint32)
 
-//go:wasmimport kubewasm:controller/events@0.2.0 record-event
+//go:wasmimport kubewasm:controller/events@0.2.1 record-event
 func importRecordEvent(event, ret uint32)
 
-//go:wasmimport kubewasm:controller/log@0.2.0 log
+//go:wasmimport kubewasm:controller/log@0.2.1 log
 func importLog(level, message, messageLen, fields, fieldsLen uint32)
 
 func boolFlat(b bool) uint32 {
@@ -64,6 +67,23 @@ func List(kind Gvk, namespace, labelSelector string) ([]string, *Error) {
 	hs, s, sl := lowerOption(labelSelector)
 	importList(g, gl, v, vl, k, kl, hn, n, nl, hs, s, sl, scratchAddress())
 	defer lifted(kind, namespace, labelSelector)
+	return stringsResult()
+}
+
+// ListControlled calls `cache.list-controlled`.
+func ListControlled(kind Gvk, namespace, controllerUID string) ([]string, *Error) {
+	g, gl := lowerString(kind.Group)
+	v, vl := lowerString(kind.Version)
+	k, kl := lowerString(kind.Kind)
+	hn, n, nl := lowerOption(namespace)
+	u, ul := lowerString(controllerUID)
+	importListControlled(g, gl, v, vl, k, kl, hn, n, nl, u, ul, scratchAddress())
+	defer lifted(kind, namespace, controllerUID)
+	return stringsResult()
+}
+
+// stringsResult lifts the `result<list<string>, error>` in the return area.
+func stringsResult() ([]string, *Error) {
 	r := scratchReader()
 	if r.u8(0) != 0 {
 		return nil, r.error(4)

@@ -1,4 +1,4 @@
-// Package wit is the canonical-ABI glue between Go and the kubewasm:controller@0.2.0 world of
+// Package wit is the canonical-ABI glue between Go and the kubewasm:controller@0.2.1 world of
 // wit/controller.wit: its types as Go values, its imports as Go functions and its exports as
 // wasm exports calling the [Guest] registered with [Export].
 //
@@ -13,7 +13,7 @@ package wit
 
 // Digest is the SHA-256 of the wit/controller.wit this glue implements; digest_test.go and
 // the build scripts fail when the file changes, so the glue is updated with it.
-const Digest = "43ffb6ffa8d3ade6a666da4347cc71aaa9296c7bdcff734a12238b4c5629a914"
+const Digest = "8bc2b1ae8b92dd46d1e365e6c9f41e87dee9fa8b859a34891c0e7638a9e593b0"
 
 // Gvk is the WIT record `gvk`.
 type Gvk struct {

@@ -6,7 +6,7 @@
 import { Metadata } from "./kinds.js";
 export type Gvk = import("./kinds.js").Gvk;
 export type ObjectKey = import("./kinds.js").ObjectKey;
-export type Reason = import("kubewasm:controller/types@0.2.0").Reason;
+export type Reason = import("kubewasm:controller/types@0.2.1").Reason;
 export type Request = {
     /**
      * namespace and name of the primary object
@@ -64,7 +64,7 @@ export type Controller = {
 /**
  * @typedef {import("./kinds.js").Gvk} Gvk
  * @typedef {import("./kinds.js").ObjectKey} ObjectKey
- * @typedef {import("kubewasm:controller/types@0.2.0").Reason} Reason why a key was queued:
+ * @typedef {import("kubewasm:controller/types@0.2.1").Reason} Reason why a key was queued:
  *   `added`, `changed`, `deleted`, `owned-changed`, `watched-changed`, `resync`, `requeue` or
  *   `reload`
  *
@@ -112,8 +112,8 @@ export declare function requeueAfter(milliseconds: number): Action;
  * @param {Controller} controller
  */
 export declare function defineController(controller: Controller): {
-    /** @returns {import("kubewasm:controller/types@0.2.0").ControllerMetadata} */
-    metadata(): import("kubewasm:controller/types@0.2.0").ControllerMetadata;
+    /** @returns {import("kubewasm:controller/types@0.2.1").ControllerMetadata} */
+    metadata(): import("kubewasm:controller/types@0.2.1").ControllerMetadata;
     /** @param {any} raw */
     reconcile(raw: any): {
         tag: string;

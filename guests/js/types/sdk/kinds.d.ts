@@ -169,7 +169,7 @@ export declare class Metadata {
     reconcileOn(...changes: Change[]): this;
     /**
      * The WIT `controller-metadata` record.
-     * @returns {import("kubewasm:controller/types@0.2.0").ControllerMetadata}
+     * @returns {import("kubewasm:controller/types@0.2.1").ControllerMetadata}
      */
-    toWit(): import("kubewasm:controller/types@0.2.0").ControllerMetadata;
+    toWit(): import("kubewasm:controller/types@0.2.1").ControllerMetadata;
 }

@@ -1,5 +1,5 @@
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/guest@0.2.0' {
+declare module 'kubewasm:controller/guest@0.2.1' {
   /**
    * Declares what the guest watches and owns. Must not depend on anything but the module.
    */
@@ -17,10 +17,10 @@ declare module 'kubewasm:controller/guest@0.2.0' {
    * Maps a changed object of a kind watched with `mapping::guest` to primary keys.
    */
   export function mapKeys(kind: Gvk, object: string): Array<ObjectKey>;
-  export type Gvk = import('kubewasm:controller/types@0.2.0').Gvk;
-  export type ControllerMetadata = import('kubewasm:controller/types@0.2.0').ControllerMetadata;
-  export type Request = import('kubewasm:controller/types@0.2.0').Request;
-  export type Outcome = import('kubewasm:controller/types@0.2.0').Outcome;
-  export type ReconcileError = import('kubewasm:controller/types@0.2.0').ReconcileError;
-  export type ObjectKey = import('kubewasm:controller/types@0.2.0').ObjectKey;
+  export type Gvk = import('kubewasm:controller/types@0.2.1').Gvk;
+  export type ControllerMetadata = import('kubewasm:controller/types@0.2.1').ControllerMetadata;
+  export type Request = import('kubewasm:controller/types@0.2.1').Request;
+  export type Outcome = import('kubewasm:controller/types@0.2.1').Outcome;
+  export type ReconcileError = import('kubewasm:controller/types@0.2.1').ReconcileError;
+  export type ObjectKey = import('kubewasm:controller/types@0.2.1').ObjectKey;
 }

@@ -1,4 +1,4 @@
-declare module 'kubewasm:controller/log@0.2.0' {
+declare module 'kubewasm:controller/log@0.2.1' {
   /**
    * Writes one log line with key/value fields.
    */

@@ -1,4 +1,4 @@
-declare module 'kubewasm:controller/types@0.2.0' {
+declare module 'kubewasm:controller/types@0.2.1' {
   /**
    * A Kubernetes kind: its API group (`""` for the core group), version and kind.
    */

@@ -1,5 +1,5 @@
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/writes@0.2.0' {
+declare module 'kubewasm:controller/writes@0.2.1' {
   /**
    * Server-side apply of `object` (JSON with `apiVersion`, `kind`, `metadata.name`; the
    * namespace defaults to the reconciled object's). Returns the object as the API server
@@ -21,8 +21,8 @@ declare module 'kubewasm:controller/writes@0.2.0' {
    * Patches an object and returns it as the API server holds it afterwards.
    */
   export function patch(kind: Gvk, namespace: string | undefined, name: string, patchType: PatchType, patch: string): string;
-  export type Gvk = import('kubewasm:controller/types@0.2.0').Gvk;
-  export type Error = import('kubewasm:controller/types@0.2.0').Error;
+  export type Gvk = import('kubewasm:controller/types@0.2.1').Gvk;
+  export type Error = import('kubewasm:controller/types@0.2.1').Error;
   /**
    * Options of a server-side apply.
    */
