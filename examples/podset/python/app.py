@@ -24,6 +24,7 @@ from kubewasm import (
     log,
     meta,
     owner,
+    selector,
 )
 from logic import POD, PODSET, Failure, PodView
 
@@ -54,7 +55,7 @@ class PodSetController(kubewasm.Controller):
         # Gone or going: the garbage collector deletes the pods it owned.
         if podset is None or meta.is_deleting(podset):
             return
-        pods = [view for view in map(PodView.of, cache.list(POD, req.namespace)) if view]
+        pods = read_pods(podset, req.namespace)
 
         try:
             plan = logic.plan(podset, pods)
@@ -78,10 +79,7 @@ class PodSetController(kubewasm.Controller):
         taken = {pod.name for pod in pods}
         created = 0
         for _ in range(plan.create):
-            name = kubewasm.generate_name(f"{req.name}-")
-            while name in taken:
-                name = kubewasm.generate_name(f"{req.name}-")
-            taken.add(name)
+            name = free_name(f"{req.name}-", req.namespace, taken)
             try:
                 kubewasm.apply(logic.pod_manifest(podset, name))
             except HostError as error:
@@ -112,6 +110,38 @@ class PodSetController(kubewasm.Controller):
         _write_status(podset, status)
         if failure is not None:
             raise ReconcileError.from_host_error(failure[1])
+
+
+def read_pods(podset: dict, namespace: str | None) -> list[PodView]:
+    """The pods the PodSet controls and the orphans its selector may adopt, in name order: read
+    from the host's indexes (``list_controlled``, and a ``list`` by the selector's equalities),
+    so a reconcile costs its own pods, not its namespace. A selector that has no string form (it
+    fails validation in the plan anyway) reads the namespace."""
+    controlled = cache.list_controlled(POD, namespace, meta.uid(podset) or "")
+    try:
+        query: str | None = selector.to_query(logic.pod_selector(podset))
+    except selector.SelectorError:
+        query = None
+    candidates = cache.list(POD, namespace, query)
+    by_name: dict[str, PodView] = {}
+    for pod in controlled + candidates:
+        view = PodView.of(pod)
+        if view is not None:
+            by_name.setdefault(view.name, view)
+    return [by_name[name] for name in sorted(by_name)]
+
+
+def free_name(base: str, namespace: str | None, taken: set[str]) -> str:
+    """A generated pod name that no pod has: neither one read for this reconcile (``taken``, to
+    which it is added) nor any other in the cache, since an apply to a taken name would change
+    that pod."""
+    while True:
+        name = kubewasm.generate_name(base)
+        if name in taken:
+            continue
+        taken.add(name)
+        if cache.get(POD, namespace, name) is None:
+            return name
 
 
 def _write_status(podset: dict, status: dict) -> None:

@@ -188,8 +188,9 @@ class Plan:
 
 
 def plan(podset: dict, pods: list[PodView]) -> Plan:
-    """Decides what to adopt, create and delete, given the PodSet and every pod of its
-    namespace. Raises :class:`InvalidSpec` for a spec it refuses to act on.
+    """Decides what to adopt, create and delete, given the PodSet and the pods of its
+    namespace it may act on (at least those it controls and those its selector matches; the
+    others are ignored). Raises :class:`InvalidSpec` for a spec it refuses to act on.
 
     Pods controlled by something else are ignored, as are orphans that are being deleted or
     terminated. At most :data:`MAX_BURST` pods are created or deleted at once."""
