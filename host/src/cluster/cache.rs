@@ -701,18 +701,24 @@ impl Store {
     /// Objects in `namespace` (or all) matching `selector` (or all), in key order.
     ///
     /// A selector with an equality is answered from the index of its label key, which the
-    /// first such list starts (up to [`MAX_LABEL_INDEXES`] keys per store): it costs the
-    /// objects with that label value, not the namespace.
+    /// first such list starts while the store indexes fewer than [`MAX_LABEL_INDEXES`] keys:
+    /// it costs the objects with that label value, not the namespace. Other selections are
+    /// scanned under the read lock only. Starting an index holds the write lock while it walks
+    /// the store, once per key and store.
     pub fn list(
         &self,
         namespace: Option<&str>,
         selector: Option<&LabelSelector>,
     ) -> Vec<Arc<CachedObject>> {
         if let Some(selector) = selector {
-            if let Some(found) = self.read().selected(namespace, selector) {
-                return found;
-            }
-            if let Some((key, _)) = selector.equalities().next() {
+            let room = {
+                let inner = self.read();
+                if let Some(found) = inner.selected(namespace, selector) {
+                    return found;
+                }
+                inner.indexes.has_room()
+            };
+            if let Some((key, _)) = selector.equalities().next().filter(|_| room) {
                 let mut inner = self.write();
                 let Inner {
                     objects, indexes, ..

@@ -42,6 +42,9 @@ pub use self::kubewasm::controller::types;
 /// The exported interface's name, with the contract version a new module implements.
 pub const GUEST_INTERFACE: &str = "kubewasm:controller/guest@0.2.1";
 
+/// What every version's `guest` interface name starts with.
+const GUEST_PREFIX: &str = "kubewasm:controller/guest@";
+
 /// The imported cache interface of the current contract version.
 pub const CACHE_INTERFACE: &str = "kubewasm:controller/cache@0.2.1";
 
@@ -68,12 +71,11 @@ pub enum GuestPre<T: 'static> {
 }
 
 impl<T: Send + 'static> GuestPre<T> {
-    /// Checks the component's exports against the version whose `guest` interface it exports:
-    /// the current one if it exports it, else 0.1.0 if it exports that, else the current one
-    /// (whose error names what is missing).
-    ///
-    /// Exports are looked up as the component model's semver rules say, so a module of
-    /// 0.2.0 is pre-linked as the current version.
+    /// Checks the component's exports against the version whose `guest` interface it exports,
+    /// one of [`GUEST_INTERFACES`]: 0.1.0 is pre-linked as itself, 0.2.0 as the current version
+    /// (exports and imports are looked up as the component model's semver rules say). Refuses
+    /// a `guest` interface of any other version; a component without one is checked against
+    /// the current version, whose error names what is missing.
     pub fn new(pre: InstancePre<T>) -> wasmtime::Result<Self> {
         let component = pre.component();
         let exported = component.component_type();
@@ -81,10 +83,15 @@ impl<T: Send + 'static> GuestPre<T> {
             .exports(component.engine())
             .map(|(n, _)| n)
             .collect();
-        let interface = GUEST_INTERFACES
-            .into_iter()
-            .find(|i| exported.contains(i))
-            .unwrap_or(GUEST_INTERFACE);
+        let known = GUEST_INTERFACES.into_iter().find(|i| exported.contains(i));
+        if let (None, Some(unknown)) =
+            (known, exported.iter().find(|e| e.starts_with(GUEST_PREFIX)))
+        {
+            wasmtime::bail!(
+                "the component exports {unknown}, a version this host does not implement"
+            );
+        }
+        let interface = known.unwrap_or(GUEST_INTERFACE);
         Ok(if interface == GUEST_INTERFACE_0_1 {
             Self::V0_1(v0_1::ControllerPre::new(pre)?)
         } else {

@@ -12,7 +12,7 @@ use crate::cluster::selector::LabelSelector;
 use crate::wasm::backend::{
     ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest,
 };
-use crate::wasm::bindings::{GUEST_INTERFACE, GUEST_INTERFACE_0_1, GuestPre, types};
+use crate::wasm::bindings::{GUEST_INTERFACES, GuestPre, types};
 use crate::wasm::declaration::{self, Declared, Metadata};
 use crate::wasm::env::{CallContext, GuestEnv};
 use crate::wasm::limits::CallLimits;
@@ -42,7 +42,7 @@ pub enum LoadError {
     },
     /// The component does not implement the contract, or imports what the host does not give.
     #[error(
-        "{origin} does not match the `kubewasm:controller` world (this host implements {GUEST_INTERFACE} and {GUEST_INTERFACE_0_1}): {message}"
+        "{origin} does not match the `kubewasm:controller` world (this host implements {}): {message}", GUEST_INTERFACES.join(", ")
     )]
     World {
         /// Where the module comes from: its path or OCI reference.
@@ -316,7 +316,28 @@ mod tests {
             .err()
             .unwrap();
         assert!(
-            matches!(&error, LoadError::World { message, .. } if message.contains(GUEST_INTERFACE)),
+            matches!(&error, LoadError::World { message, .. } if message.contains(GUEST_INTERFACES[0])),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_guest_interface_of_a_version_the_host_lacks_is_refused() {
+        // Semver lookups would find 0.2.9's export under 0.2.1's name; its contract is newer.
+        let newer = wat::parse_str(
+            r#"(component (instance $i) (export "kubewasm:controller/guest@0.2.9" (instance $i)))"#,
+        )
+        .unwrap();
+        let error = load_bytes(&newer).await.err().unwrap();
+        assert!(
+            matches!(&error, LoadError::World { message, .. }
+                if message.contains("exports kubewasm:controller/guest@0.2.9, a version this host")),
+            "{error}"
+        );
+        assert!(
+            error
+                .to_string()
+                .contains(GUEST_INTERFACES.join(", ").as_str()),
             "{error}"
         );
     }

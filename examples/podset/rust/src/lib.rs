@@ -177,8 +177,9 @@ impl Controller for PodSetController {
 }
 
 /// The pods the PodSet controls and the orphans its selector may adopt, in name order: read
-/// from the host's indexes, so a reconcile costs its own pods, not its namespace. A selector
-/// that has no string form (it fails validation in the plan anyway) reads the namespace.
+/// from the host's indexes (the selector's through one of its equalities), so a reconcile
+/// costs its own pods, not its namespace. A selector with no string form (it fails validation
+/// in the plan anyway) reads the namespace; one with no equality is scanned by the host.
 fn read_pods(podset: &PodSet, namespace: Option<&str>) -> Result<Vec<PodView>, ReconcileError> {
     let pod_kind = Gvk::of::<Pod>();
     let uid = podset.metadata.uid.as_deref().unwrap_or_default();
