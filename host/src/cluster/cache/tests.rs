@@ -558,7 +558,7 @@ fn replace_emits_adds_updates_and_deletes() {
 }
 
 /// A Pod with labels and owners: `controller` is the uid of its controller owner, `other` that
-/// of an owner that does not control it.
+/// of an owner that does not control it. An empty `namespace` makes it cluster-scoped.
 fn owned(
     namespace: &str,
     name: &str,
@@ -580,7 +580,8 @@ fn owned(
     CachedObject::new(
         serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": { "namespace": namespace, "name": name, "uid": format!("{namespace}/{name}"),
+            "metadata": { "namespace": (!namespace.is_empty()).then_some(namespace),
+                          "name": name, "uid": format!("{namespace}/{name}"),
                           "resourceVersion": version.to_string(), "labels": labels,
                           "ownerReferences": owners }
         }))
@@ -687,7 +688,10 @@ fn the_indexes_answer_as_a_scan_does_through_every_kind_of_change() {
     let mut version = 0;
     let mut random = |dice: &mut Dice| {
         version += 1;
-        let (ns, name) = (pick(dice, &["a", "b"]), pick(dice, &["p", "q", "r", "s"]));
+        let (ns, name) = (
+            pick(dice, &["a", "b", ""]),
+            pick(dice, &["p", "q", "r", "s"]),
+        );
         let mut labels = vec![("app", pick(dice, &["web", "db"]))];
         if dice.roll(2) == 0 {
             labels.push(("tier", pick(dice, &["x", "y"])));
@@ -713,6 +717,12 @@ fn the_indexes_answer_as_a_scan_does_through_every_kind_of_change() {
             3 => {
                 let object = random(&mut dice);
                 store.record_delete(&object.key(), object.uid().unwrap());
+            }
+            4 if dice.roll(2) == 0 => {
+                // The same version written again, as an apply that changed nothing answers.
+                if let Some(cached) = store.scan(None, None).first() {
+                    store.record_write((**cached).clone());
+                }
             }
             _ => {
                 let snapshot: Vec<_> = (0..dice.roll(6))

@@ -8,8 +8,9 @@ declare module 'kubewasm:controller/cache@0.2.1' {
    * Every cached object of this kind, in one namespace or all (`none`), optionally filtered
    * by a label selector. The order is by namespace, then name. A selector with an equality
    * (`key=value`, `key==value` or `key in (value)`) is served from the host's index of that
-   * label key, so it costs the objects with that label value, not the namespace. A list that
-   * would not fit in the guest's memory limit is `invalid`.
+   * label key, so it costs the objects with that label value, not the namespace; the host
+   * indexes the first 8 label keys selected on per cached kind and selection, and scans for
+   * any other. A list that would not fit in the guest's memory limit is `invalid`.
    */
   export function list(kind: Gvk, namespace: string | undefined, labelSelector: string | undefined): Array<string>;
   /**
