@@ -273,7 +273,8 @@ pub struct Plan {
     pub delete: Vec<PodView>,
 }
 
-/// Decides what to adopt, create and delete, given the PodSet and every pod of its namespace.
+/// Decides what to adopt, create and delete, given the PodSet and the pods it may act on: those
+/// it controls and those its selector matches (any more pods of its namespace give the same plan).
 ///
 /// Pods controlled by something else are ignored, as are orphans that are being deleted or
 /// terminated. At most [`MAX_BURST`] pods are created or deleted at once.
