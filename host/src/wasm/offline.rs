@@ -233,6 +233,28 @@ fn precondition(object: &Value, field: &str, expected: Option<&str>) -> Result<(
     }
 }
 
+impl OfflineBackend {
+    /// Stored objects of a kind in `namespace` (all when `None`) that `keep`, ordered by
+    /// namespace then name.
+    fn listed(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        keep: impl Fn(&Stored) -> bool,
+    ) -> Vec<Arc<str>> {
+        let state = self.lock();
+        let in_namespace =
+            |key: &ObjectKey| namespace.is_none_or(|ns| key.namespace.as_deref() == Some(ns));
+        state
+            .objects(kind)
+            .into_iter()
+            .flatten()
+            .filter(|(key, stored)| in_namespace(key) && keep(stored))
+            .map(|(_, stored)| stored.json.clone())
+            .collect()
+    }
+}
+
 #[async_trait]
 impl Backend for OfflineBackend {
     fn is_cluster_scoped(&self, kind: &GroupVersionKind) -> bool {
@@ -260,41 +282,27 @@ impl Backend for OfflineBackend {
         namespace: Option<&str>,
         selector: Option<&LabelSelector>,
     ) -> Result<Vec<Arc<str>>, CallError> {
-        let state = self.lock();
-        Ok(state
-            .objects(kind)
-            .into_iter()
-            .flatten()
-            .filter(|(key, _)| namespace.is_none_or(|ns| key.namespace.as_deref() == Some(ns)))
-            .filter(|(_, stored)| selector.is_none_or(|s| s.matches(&stored.labels)))
-            .map(|(_, stored)| stored.json.clone())
-            .collect())
+        Ok(self.listed(kind, namespace, |stored| {
+            selector.is_none_or(|s| s.matches(&stored.labels))
+        }))
     }
 
     /// Stored objects of a kind in `namespace` (all when `None`) whose controller reference
-    /// has `uid`, ordered by namespace then name.
+    /// (the first owner reference with `controller: true`) has `uid`, ordered by namespace
+    /// then name.
     fn list_controlled(
         &self,
         kind: &GroupVersionKind,
         namespace: Option<&str>,
         uid: &str,
     ) -> Result<Vec<Arc<str>>, CallError> {
-        let controlled = |stored: &Stored| {
+        Ok(self.listed(kind, namespace, |stored| {
             let owners = stored.value["metadata"]["ownerReferences"].as_array();
+            let mut owners = owners.into_iter().flatten();
             owners
-                .into_iter()
-                .flatten()
-                .any(|o| o["controller"] == true && o["uid"] == uid)
-        };
-        let state = self.lock();
-        Ok(state
-            .objects(kind)
-            .into_iter()
-            .flatten()
-            .filter(|(key, _)| namespace.is_none_or(|ns| key.namespace.as_deref() == Some(ns)))
-            .filter(|(_, stored)| controlled(stored))
-            .map(|(_, stored)| stored.json.clone())
-            .collect())
+                .find(|o| o["controller"] == true)
+                .is_some_and(|o| o["uid"] == uid)
+        }))
     }
 
     /// Merges the intent into the stored object (see the module documentation) and returns it.
