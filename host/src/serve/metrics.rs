@@ -88,6 +88,8 @@ pub struct CacheSnapshot {
     pub transform: Transform,
     /// Objects it holds.
     pub objects: usize,
+    /// Entries of its indexes: by controller, and by each indexed label key.
+    pub index_entries: usize,
     /// Lists it completed: the first and every relist.
     pub lists: u64,
 }
@@ -177,6 +179,7 @@ impl Snapshot {
                 selection: i.selection().clone(),
                 transform: i.transform().clone(),
                 objects: i.store().len(),
+                index_entries: i.store().index_entries(),
                 lists: i.store().lists(),
             })
             .collect();
@@ -569,12 +572,18 @@ impl Snapshot {
     /// The informers' objects and completed lists, labelled with what each watches.
     fn render_caches(&self, out: &mut Exposition) {
         type Family = (&'static str, Kind, &'static str, fn(&CacheSnapshot) -> u64);
-        let caches: [Family; 2] = [
+        let caches: [Family; 3] = [
             (
                 "kubewasm_cache_objects",
                 Kind::Gauge,
                 "Objects in an informer's cache",
                 |cache| cache.objects as u64,
+            ),
+            (
+                "kubewasm_cache_index_entries",
+                Kind::Gauge,
+                "Entries of an informer cache's indexes: one per object with a controller, and one per object and indexed label key it carries",
+                |cache| cache.index_entries as u64,
             ),
             (
                 "kubewasm_cache_lists_total",
@@ -923,6 +932,7 @@ mod tests {
                 },
                 transform: Transform::new(["/status".parse().unwrap()]),
                 objects: 9,
+                index_entries: 12,
                 lists: 2,
             }],
             loads: LoadSnapshot {
@@ -973,6 +983,7 @@ mod tests {
             "kubewasm_module_reloads_total 1",
             r#"kubewasm_cache_objects{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)",drops="/status"} 9"#,
             r#"kubewasm_cache_lists_total{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)",drops="/status"} 2"#,
+            r#"kubewasm_cache_index_entries{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)",drops="/status"} 12"#,
             r#"leader_election_master_status{name="kubewasm-leader"} 1"#,
             "# TYPE kubewasm_cache_lists_total counter",
             "# TYPE workqueue_depth gauge",
