@@ -592,13 +592,18 @@ impl HostProcess {
         Ok(())
     }
 
-    /// Sends SIGTERM and waits for the process to exit; returns whether it exited cleanly.
+    /// Sends SIGTERM and waits for the process to exit; returns whether it exited cleanly, and
+    /// prints its exit status and log when it did not.
     pub fn stop(mut self) -> Result<bool> {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()?;
         anyhow::ensure!(status.success(), "kill -TERM failed");
-        Ok(self.child.wait()?.success())
+        let exit = self.child.wait()?;
+        if !exit.success() {
+            eprintln!("host {exit} on SIGTERM; its log:\n{}", self.log());
+        }
+        Ok(exit.success())
     }
 }
 

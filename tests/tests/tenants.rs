@@ -444,7 +444,12 @@ async fn two_teams_run_the_same_module_and_the_older_object_keeps_a_clashing_nam
         still_converges(&client, a.name(), "not-squatted").await
     })
     .await?;
-    // Another replica, whichever object it handles first, picks the same winner.
+    // Another replica, whichever object it handles first, picks the same winner. The loser's
+    // conditions are cleared first, so what is read below is that replica's verdict.
+    let cleared = json!({ "status": { "conditions": [] } });
+    wasm_controllers(&client, hostile.name())
+        .patch_status("named", &PatchParams::default(), &Patch::Merge(&cleared))
+        .await?;
     let again = HostProcess::start_with("tenants-names-again", &config, &[])?;
     with_started_host(again, async |_host| {
         let api = wasm_controllers(&client, hostile.name());

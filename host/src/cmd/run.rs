@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::gate::Gate;
@@ -33,13 +33,13 @@ use crate::wasm::runtime::{Runtime, RuntimeError};
 /// SIGTERM or SIGINT, connects to the cluster, then starts the host and runs it (see
 /// [`run_host`]). Fails with exit code 1 once a Lease held is lost.
 pub async fn command(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(signals()?, shutdown.clone()));
     let config = Config::load(&args.config)?;
     let manager = args
         .manager(&config.manager)
         .map_err(|e| anyhow::anyhow!("leader election: {e}"))?;
-    let shutdown = CancellationToken::new();
     let started = serve_http(&manager, &shutdown).await?;
-    tokio::spawn(stop_on_signal(shutdown.clone()));
     let client = client(args.kubeconfig.as_deref()).await?;
     let (replica, roles) = roles(&client, manager);
     let store = module_store(&args);
@@ -370,10 +370,19 @@ async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
     Ok(stack.with_layer(&retry_after::layer()).build())
 }
 
+/// SIGTERM's and SIGINT's handlers, installed at once: from here on either stops the host
+/// cleanly, whatever step of its start it is in.
+fn signals() -> anyhow::Result<(Signal, Signal)> {
+    let terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let interrupt = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok((terminate, interrupt))
+}
+
 /// Cancels `shutdown` on the first SIGTERM or SIGINT.
-async fn stop_on_signal(shutdown: CancellationToken) {
-    let mut terminate = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
-    let mut interrupt = signal(SignalKind::interrupt()).expect("installing the SIGINT handler");
+async fn stop_on_signal(
+    (mut terminate, mut interrupt): (Signal, Signal),
+    shutdown: CancellationToken,
+) {
     tokio::select! {
         _ = terminate.recv() => {}
         _ = interrupt.recv() => {}
