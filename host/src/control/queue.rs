@@ -8,14 +8,16 @@
 //! first add since it was last handed out.
 //!
 //! As controller-runtime's priority queue, keys come in two lanes: keys added with
-//! [`WorkQueue::add_low`] (an initial list, a resync, a reload) are handed out only when no other
-//! key is ready, so a real change is reconciled before a backlog of them; a low key added again
+//! [`WorkQueue::add_low`] (an initial list, a resync, a reload, a key handed over by another
+//! member) are handed out only when no other key is ready, so a real change is reconciled before
+//! a backlog of them, except that under a steady stream of changes one hand-out in five goes to
+//! the backlog, so it never starves; a low key added again
 //! normally moves to the front lane, while a key requeued or retried from a reconcile, or added
 //! again for a change the reconcile made itself, keeps the lane it was handed out from. Like client-go's, the queue times how long keys wait and how long
 //! they are processed.
 //!
-//! The queues of one host share their [`Lanes`]: while a key of a front lane waits or runs in any
-//! of them, the low lanes together keep no more keys in flight than the CPUs the front lanes
+//! The queues of one host share their [`Lanes`]: while a key of a front lane runs in any of them,
+//! or waits with a worker of its queue free to take it, the low lanes together keep no more keys in flight than the CPUs the front lanes
 //! leave (one at least), so a change is not reconciled among a crowd of backlog keys of other
 //! guests, such as the whole backlog a standby starts on when it wins its Lease. A backlog that
 //! starts from idle starts slow, with as many keys in flight across the queues as CPUs and one
@@ -38,6 +40,11 @@ use tokio::time::{Instant, timeout_at};
 use crate::config::QueueConfig;
 use crate::histogram::{Histogram, WORKQUEUE_BUCKETS};
 use crate::rate::TokenBucket;
+
+/// Front-lane keys a queue hands out in a row while low-lane keys are ready; the next is a
+/// low-lane key if the [`Lanes`] have room for it, so a backlog gets one hand-out in
+/// `LOW_SHARE + 1` under a steady stream of changes.
+const LOW_SHARE: u32 = 4;
 
 /// A key handed out by [`WorkQueue::next`]; the worker must call [`WorkQueue::done`] with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +73,7 @@ pub struct QueueStats {
 }
 
 /// The low lanes of every queue of one host, as one. While a served queue holds a key of its front
-/// lane, ready or in flight (an urgent key), low-lane keys are handed out only while fewer of them
+/// lane in flight, or ready with a worker of its own free to take it (an urgent key), low-lane keys are handed out only while fewer of them
 /// are in flight, across the queues, than the CPUs the urgent keys leave, one at least: a change
 /// shares the CPUs with few backlog reconciles however many workers the guests have, and the
 /// backlog always moves. With no urgent key, the low lanes start from idle (no key in flight)
@@ -122,8 +129,8 @@ impl Lanes {
     }
 
     /// Counts one more low-lane key of `queue` in flight if there is room for it and it is
-    /// `queue`'s turn; else puts `queue` in line for the room, if it is not yet.
-    fn admit_low(&self, queue: u64) -> bool {
+    /// `queue`'s turn; else, if `wait`, puts `queue` in line for the room, if it is not yet.
+    fn admit_low(&self, queue: u64, wait: bool) -> bool {
         let mut counts = self.counts();
         let room = if counts.urgent > 0 {
             self.cpus.saturating_sub(counts.urgent).max(1)
@@ -132,7 +139,7 @@ impl Lanes {
         };
         let turn = counts.waiting.front().is_none_or(|first| *first == queue);
         if !turn || counts.backlog >= room {
-            if !counts.waiting.contains(&queue) {
+            if wait && !counts.waiting.contains(&queue) {
                 counts.waiting.push_back(queue);
             }
             return false;
@@ -233,10 +240,12 @@ struct State<K, R> {
     lanes: Arc<Lanes>,
     /// This queue's id in `lanes`.
     id: u64,
+    /// Front keys handed out in a row while low-lane keys were ready.
+    passed_by: u32,
     /// Workers waiting for room in `lanes`: only while one does is the queue in their line.
     blocked: usize,
-    /// Whether workers take keys: only then are urgent keys counted in `lanes`.
-    served: bool,
+    /// How many workers take keys, once they do: only then are urgent keys counted in `lanes`.
+    workers: Option<usize>,
     /// The urgent keys last counted in `lanes`.
     counted: usize,
     delayed: HashMap<K, Delayed<R>>,
@@ -348,13 +357,14 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
         }
     }
 
-    /// Keys of the front lane, ready or in flight, once the queue is served.
+    /// Keys of the front lane in flight, and those ready that a free worker could take now,
+    /// once the queue is served: keys waiting for this queue's busy workers hold no other
+    /// queue's backlog back.
     fn urgent(&self) -> usize {
-        if self.served {
-            self.ready_front + self.running_front
-        } else {
-            0
-        }
+        self.workers.map_or(0, |workers| {
+            let free = workers.saturating_sub(self.processing.len());
+            self.running_front + self.ready_front.min(free)
+        })
     }
 
     /// Counts a worker that `was` waiting for room as one that `is`; once none waits, the queue
@@ -376,13 +386,25 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
     }
 
     /// Hands out the first ready key of the front lane, else of the low lane if `lanes` has
-    /// room for it.
+    /// room for it; after [`LOW_SHARE`] front keys in a row passed ready low-lane keys by, the
+    /// low lane's first if `lanes` has room for it.
     fn pop(&mut self, now: Instant) -> Option<Item<K, R>> {
-        let low = match (self.ready_front, self.ready) {
-            (0, 0) => return None,
-            (0, _) if !self.lanes.admit_low(self.id) => return None,
-            (0, _) => true,
-            _ => false,
+        if self.ready == 0 {
+            return None;
+        }
+        let low_ready = self.ready > self.ready_front;
+        let low = if self.ready_front == 0 {
+            if !self.lanes.admit_low(self.id, true) {
+                return None;
+            }
+            true
+        } else {
+            low_ready && self.passed_by >= LOW_SHARE && self.lanes.admit_low(self.id, false)
+        };
+        self.passed_by = if low {
+            0
+        } else {
+            self.passed_by + u32::from(low_ready)
         };
         let key = loop {
             let key = self
@@ -444,8 +466,9 @@ where
             running_front: 0,
             id: lanes.next_queue.fetch_add(1, Ordering::Relaxed),
             lanes: lanes.clone(),
+            passed_by: 0,
             blocked: 0,
-            served: false,
+            workers: None,
             counted: 0,
             delayed: HashMap::new(),
             timers: BTreeMap::new(),
@@ -499,7 +522,8 @@ where
     }
 
     /// Queues `key` in the low-priority lane, as [`add`](Self::add) otherwise: it is handed out
-    /// only when no key of the front lane is ready.
+    /// when no key of the front lane is ready, or when its lane's share is due (see
+    /// [`LOW_SHARE`]).
     pub fn add_low(&self, key: K, reason: R) {
         self.with_state(|st, now| st.add(key, reason, now, true));
     }
@@ -555,11 +579,11 @@ where
         self.with_state(|st, _| st.failures.get(key).copied().unwrap_or(0))
     }
 
-    /// Counts this queue's urgent keys in its [`Lanes`] from now on: call it once its workers
-    /// take keys, or are about to, so that a queue nobody works on never holds the backlog of
-    /// the others back.
-    pub fn serve(&self) {
-        self.with_state(|st, _| st.served = true);
+    /// Counts this queue's urgent keys in its [`Lanes`] from now on, for `workers` workers:
+    /// call it once they take keys, or are about to, so that a queue nobody works on never
+    /// holds the backlog of the others back.
+    pub fn serve(&self, workers: usize) {
+        self.with_state(|st, _| st.workers = Some(workers));
     }
 
     /// Waits for a ready key and marks it in flight. Returns `None` once the queue is shut down.

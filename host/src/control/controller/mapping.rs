@@ -91,7 +91,7 @@ impl Controller {
 
     /// Maps queued watched objects until the controller stops; a call in flight is dropped then.
     pub(super) async fn map(&self) {
-        self.unmapped.serve();
+        self.unmapped.serve(self.settings.max_concurrency as usize);
         // `map-keys` may call the host: a standby calls nothing.
         tokio::select! {
             () = self.gate.opened() => {}

@@ -257,7 +257,7 @@ impl Controller {
         }
         // Counted before the gate opens, so that every guest's urgent keys hold the backlog
         // back from the moment a standby leads.
-        self.queue.serve();
+        self.queue.serve(self.settings.max_concurrency as usize);
         tokio::select! {
             () = self.gate.opened() => {}
             () = self.stop.cancelled() => return,

@@ -20,8 +20,13 @@ fn queue() -> Queue {
 
 /// A served queue sharing `lanes`.
 fn sharing(lanes: &Arc<Lanes>) -> Queue {
+    served(lanes, 8)
+}
+
+/// A queue sharing `lanes`, served by `workers` workers.
+fn served(lanes: &Arc<Lanes>, workers: usize) -> Queue {
     let q = Arc::new(WorkQueue::new(QueueConfig::default(), lanes.clone()));
-    q.serve();
+    q.serve(workers);
     q
 }
 
@@ -186,6 +191,52 @@ async fn a_change_is_handed_out_before_keys_of_an_initial_list_or_a_resync() {
     );
     assert_eq!(q.len(), 0);
     assert_idle(&q).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_a_steady_stream_of_changes_the_low_lane_gets_one_hand_out_in_five() {
+    let q = queue();
+    for key in ["l1", "l2"] {
+        q.add_low(key, Added);
+    }
+    let changes = ["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10"];
+    let mut order = Vec::new();
+    for change in changes {
+        q.add(change, Changed);
+        let item = take(&q).await;
+        q.done(&item.key);
+        order.push(item.key);
+    }
+    assert_eq!(
+        order,
+        ["c1", "c2", "c3", "c4", "l1", "c5", "c6", "c7", "c8", "l2"]
+    );
+    // With the low lane empty, changes run back to back.
+    assert_eq!(take(&q).await.key, "c9");
+}
+
+#[tokio::test(start_paused = true)]
+async fn keys_waiting_for_their_own_queues_busy_workers_hold_no_other_backlog_back() {
+    let lanes = Lanes::new(4);
+    let (single, b) = (served(&lanes, 1), sharing(&lanes));
+    single.add("running", Changed);
+    assert_eq!(take(&single).await.key, "running");
+    // Waiting for the one worker, busy: no worker could take them now.
+    for key in ["waits-1", "waits-2", "waits-3"] {
+        single.add(key, Changed);
+    }
+    for key in ["b1", "b2", "b3", "b4"] {
+        b.add_low(key, Added);
+    }
+    // One CPU goes to the change in flight; the backlog has the three others.
+    let taken = [take(&b).await.key, take(&b).await.key, take(&b).await.key];
+    assert_eq!(taken, ["b1", "b2", "b3"]);
+    assert_idle(&b).await;
+    // Once the worker is free, the key it takes is urgent, and the one after it waits again.
+    single.done(&"running");
+    assert_eq!(take(&single).await.key, "waits-1");
+    b.done(&"b1");
+    assert_eq!(take(&b).await.key, "b4");
 }
 
 #[tokio::test(start_paused = true)]
@@ -700,7 +751,7 @@ async fn stress_queues_sharing_one_cpu_of_lanes_never_stall() {
     let queues: Vec<Arc<WorkQueue<u64, u64>>> = (0..4)
         .map(|_| {
             let q = Arc::new(WorkQueue::new(QueueConfig::default(), lanes.clone()));
-            q.serve();
+            q.serve(3);
             q
         })
         .collect();

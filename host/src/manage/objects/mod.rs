@@ -364,7 +364,7 @@ impl Objects {
     /// holds up only the objects that name it. The queue hands an object out once at a time:
     /// queued again meanwhile, it is handled once more when it is done.
     async fn work(self: &Arc<Self>, guests: Weak<dyn Guests>) {
-        self.work.serve();
+        self.work.serve(usize::MAX);
         while let Some(item) = self.work.next().await {
             let Some(guests) = guests.upgrade() else {
                 return;
