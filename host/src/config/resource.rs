@@ -287,7 +287,8 @@ pub struct WasmControllerStatus {
     /// The generation of the spec this status is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`, `Progressing` and `Degraded`.
+    /// `Ready`, `Progressing` and `Degraded`; on a sharded host, `ShardLabels` while the
+    /// sharder's label writes fail.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Vec<Condition>>,

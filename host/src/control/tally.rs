@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
+use k8s_openapi::jiff::Timestamp;
+
 use crate::histogram::{Histogram, RECONCILE_TIME_BUCKETS};
 pub use crate::wasm::dispatch::Blame;
 
@@ -98,6 +100,8 @@ pub struct Tally {
     pub module_failing: bool,
     /// The error of the last failed reconcile, if any failed since the module was loaded.
     pub last_error: Option<String>,
+    /// While its sharder's label writes fail: since when, and the last error.
+    pub shard_labels_failing: Option<(Timestamp, String)>,
 }
 
 /// The current run of failed reconciles of one guest, and its last error.

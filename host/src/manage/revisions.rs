@@ -264,6 +264,7 @@ mod tests {
             module_failures: consecutive_failures,
             module_failing: true,
             last_error: Some("boom".into()),
+            shard_labels_failing: None,
         }
     }
 

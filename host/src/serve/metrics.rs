@@ -77,6 +77,10 @@ pub struct ShardSnapshot {
     pub moves: u64,
     /// Time from asking for a drain to labelling for the new member.
     pub handover: HistogramSnapshot,
+    /// Label writes of the sharder that failed.
+    pub failed: u64,
+    /// Objects whose last label write failed, waiting out their backoff.
+    pub backing_off: u64,
 }
 
 /// Objects in one informer's cache.
@@ -168,6 +172,8 @@ impl Snapshot {
                         assigned: load(&stats.assigned),
                         moves: load(&stats.moves),
                         handover: stats.handover.snapshot(),
+                        failed: load(&stats.failed),
+                        backing_off: load(&stats.backing_off),
                     }
                 }),
             })
@@ -629,7 +635,7 @@ impl Snapshot {
 /// The sharded guests' counters and gauges of their sharders, labelled `controller`.
 fn render_shard_counts(out: &mut Exposition, sharded: &[(&str, &ShardSnapshot)]) {
     type Count = (&'static str, Kind, &'static str, fn(&ShardSnapshot) -> u64);
-    let counts: [Count; 4] = [
+    let counts: [Count; 6] = [
         (
             "kubewasm_shard_handovers_total",
             Kind::Counter,
@@ -653,6 +659,18 @@ fn render_shard_counts(out: &mut Exposition, sharded: &[(&str, &ShardSnapshot)])
             Kind::Counter,
             "Drains this replica's sharder asked for: keys moving between live members",
             |s| s.moves,
+        ),
+        (
+            "kubewasm_shard_label_write_failures_total",
+            Kind::Counter,
+            "Shard label writes of this replica's sharder that failed (a conflict or a missing object aside)",
+            |s| s.failed,
+        ),
+        (
+            "kubewasm_shard_objects_backing_off",
+            Kind::Gauge,
+            "Objects whose last shard label write failed, waiting to be sent again (1 s doubling to 5 min)",
+            |s| s.backing_off,
         ),
     ];
     for (name, kind, help, value) in counts {
@@ -866,6 +884,7 @@ mod tests {
                 module_failures: 1,
                 module_failing: false,
                 last_error: None,
+                shard_labels_failing: None,
             },
             queue: QueueStats {
                 depth: 5,
@@ -903,6 +922,8 @@ mod tests {
             assigned: 40,
             moves: 12,
             handover: histogram(HANDOVER_BUCKETS, &[0.02, 0.3]),
+            failed: 64,
+            backing_off: 32,
         });
         let text = snapshot.render();
         for line in [
@@ -910,6 +931,8 @@ mod tests {
             r#"kubewasm_shard_handovers_total{controller="podset"} 12"#,
             r#"kubewasm_shard_members{controller="podset"} 3"#,
             r#"kubewasm_shard_moves_total{controller="podset"} 12"#,
+            r#"kubewasm_shard_label_write_failures_total{controller="podset"} 64"#,
+            r#"kubewasm_shard_objects_backing_off{controller="podset"} 32"#,
             r#"kubewasm_shard_handover_seconds_bucket{controller="podset",le="+Inf"} 2"#,
             r#"kubewasm_shard_handover_seconds_count{controller="podset"} 2"#,
         ] {

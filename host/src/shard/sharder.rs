@@ -22,13 +22,15 @@
 //! sees it and the ring has a member.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::stream::{BoxStream, SelectAll};
 use futures::{FutureExt, StreamExt, stream};
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -49,8 +51,12 @@ use crate::shard::ring::Ring;
 /// Label writes in flight at once.
 const WRITES_AT_ONCE: usize = 32;
 
-/// Pause before failed label writes are decided and sent again.
+/// Pause before an object whose label write failed is decided and sent again; it doubles with
+/// each failure in a row, up to [`RETRY_MAX`].
 const RETRY: Duration = Duration::from_secs(1);
+
+/// The longest pause between two label writes of one object that keep failing.
+const RETRY_MAX: Duration = Duration::from_secs(300);
 
 /// The field manager of shard and drain labels, written by the sharder and by a member
 /// handing an object over.
@@ -80,6 +86,41 @@ pub struct ShardStats {
     pub moves: AtomicU64,
     /// Time from asking for a drain to labelling for the new member.
     pub handover: Histogram,
+    /// Label writes that failed (other than a conflict or a missing object).
+    pub failed: AtomicU64,
+    /// Objects whose last label write failed, waiting to be sent again.
+    pub backing_off: AtomicU64,
+    /// While label writes fail: when they started to, and the last error.
+    pub failing: Mutex<Option<(Timestamp, String)>>,
+}
+
+impl ShardStats {
+    /// When the sharder's label writes started failing and the last error, while they fail.
+    pub fn failing(&self) -> Option<(Timestamp, String)> {
+        self.failing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records the failures of one round of writes: `failed` writes, the first with `error`,
+    /// and `backing_off` objects waiting to be sent again.
+    fn record(&self, failed: usize, error: Option<String>, backing_off: usize) {
+        self.failed.fetch_add(failed as u64, Ordering::Relaxed);
+        self.backing_off
+            .store(backing_off as u64, Ordering::Relaxed);
+        let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+        match error {
+            Some(error) => {
+                let since = failing
+                    .take()
+                    .map_or_else(Timestamp::now, |(since, _)| since);
+                *failing = Some((since, error));
+            }
+            None if backing_off == 0 => *failing = None,
+            None => {}
+        }
+    }
 }
 
 impl Default for ShardStats {
@@ -89,6 +130,9 @@ impl Default for ShardStats {
             assigned: AtomicU64::new(0),
             moves: AtomicU64::new(0),
             handover: Histogram::new(HANDOVER_BUCKETS),
+            failed: AtomicU64::new(0),
+            backing_off: AtomicU64::new(0),
+            failing: Mutex::new(None),
         }
     }
 }
@@ -252,7 +296,7 @@ impl Sharder {
                 None => return false,
             },
             changed = self.members.changed() => if changed.is_err() { return false },
-            () = tokio::time::sleep(RETRY), if !self.state.dirty.is_empty() => {}
+            () = sleep_until(self.state.retries.next_due()) => {}
             () = self.stop.cancelled() => return false,
         }
         true
@@ -271,28 +315,46 @@ impl Sharder {
     }
 
     /// Decides and sends the label writes, children first; a failed write's object is decided
-    /// again after the retry pause.
+    /// again after its backoff, one written or left to the next event ends its backoff.
     async fn write(&mut self) {
         // Children first: a key's new member finds them labelled for it when it gets the key.
         let (children, keys) = self.state.decide(&self.stats);
         for writes in [children, keys] {
-            let failed: Vec<_> = stream::iter(writes)
+            let sent: Vec<_> = stream::iter(writes)
                 .map(|write| {
                     let kind = &self.kinds[&write.source];
                     write.send(&self.resources, kind)
                 })
                 .buffer_unordered(WRITES_AT_ONCE)
-                .filter_map(std::future::ready)
                 .collect()
                 .await;
-            // One line for all: a refusal (say, no RBAC to patch a kind) fails every write.
-            if let Some((key, error)) = failed.first().map(|(_, key, error)| (key, error)) {
-                tracing::warn!(guest = %self.guest, failed = failed.len(), first = %key, %error, retry_in = ?RETRY, "sharder: writing shard labels");
+            let mut failed = Vec::new();
+            for (object, outcome) in sent {
+                match outcome {
+                    Ok(()) => self.state.retries.succeeded(&object),
+                    Err(error) => failed.push((object, error)),
+                }
             }
-            self.state
-                .dirty
-                .extend(failed.into_iter().map(|(source, key, _)| (source, key)));
+            self.retry(failed);
         }
+    }
+
+    /// Puts each failed write's object in backoff, and reports the failures in one line and
+    /// in the stats: a refusal (say, no RBAC to patch a kind) fails every write.
+    fn retry(&mut self, failed: Vec<((Source, ObjectKey), String)>) {
+        let now = Instant::now();
+        let mut longest = Duration::ZERO;
+        for (object, _) in &failed {
+            longest = longest.max(self.state.retries.failed(object.clone(), now));
+            self.state.dirty.insert(object.clone());
+        }
+        let first = failed.first().map(|((_, key), error)| (key, error));
+        if let Some((key, error)) = first {
+            tracing::warn!(guest = %self.guest, failed = failed.len(), first = %key, %error, retry_in = ?longest, "sharder: writing shard labels");
+        }
+        let backing_off = self.state.retries.len();
+        self.stats
+            .record(failed.len(), first.map(|(_, e)| e.clone()), backing_off);
     }
 }
 
@@ -355,12 +417,17 @@ struct Write {
 
 impl Write {
     /// Sends the write; a conflict or a missing object is left to the next event. Returns the
-    /// object to decide on again, and why, when the write failed otherwise.
+    /// object written, and why the write failed otherwise.
     async fn send(
         self,
         resources: &Resources,
         kind: &GroupVersionKind,
-    ) -> Option<(Source, ObjectKey, String)> {
+    ) -> ((Source, ObjectKey), Result<(), String>) {
+        let outcome = self.patch(resources, kind).await;
+        ((self.source, self.key), outcome)
+    }
+
+    async fn patch(&self, resources: &Resources, kind: &GroupVersionKind) -> Result<(), String> {
         let patch = json!({
             "metadata": { "resourceVersion": self.version, "labels": self.labels }
         });
@@ -368,17 +435,17 @@ impl Write {
             field_manager: Some(SHARDER_FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        let api = match resources.api(kind, self.key.namespace.as_deref()).await {
-            Ok(api) => api,
-            Err(error) => return Some((self.source, self.key, error.to_string())),
-        };
+        let api = resources
+            .api(kind, self.key.namespace.as_deref())
+            .await
+            .map_err(|error| error.to_string())?;
         match api
             .patch(&self.key.name, &params, &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => None,
-            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => None,
-            Err(error) => Some((self.source, self.key, error.to_string())),
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => Ok(()),
+            Err(error) => Err(error.to_string()),
         }
     }
 }
@@ -402,6 +469,8 @@ struct State {
     listing: HashMap<Source, HashSet<ObjectKey>>,
     /// When a drain was asked for, by key.
     draining: HashMap<ObjectKey, Instant>,
+    /// Objects whose last label write failed.
+    retries: Retries,
 }
 
 impl State {
@@ -418,6 +487,7 @@ impl State {
             dirty: BTreeSet::new(),
             listing: HashMap::new(),
             draining: HashMap::new(),
+            retries: Retries::default(),
         }
     }
 
@@ -536,6 +606,7 @@ impl State {
     }
 
     fn remove(&mut self, source: Source, key: &ObjectKey) {
+        self.retries.succeeded(&(source, key.clone()));
         match source {
             Source::Primary(_) => {
                 self.primaries.remove(key);
@@ -557,22 +628,30 @@ impl State {
         if self.live.is_empty() {
             return (children, keys);
         }
-        for (source, key) in std::mem::take(&mut self.dirty) {
+        let now = Instant::now();
+        let (waiting, due) = std::mem::take(&mut self.dirty)
+            .into_iter()
+            .partition(|object| self.retries.waits(object, now));
+        self.dirty = waiting;
+        for (source, key) in due {
             let write = match source {
                 Source::Primary(_) => self.decide_primary(&key, stats, &mut children),
                 Source::Owned(i) => self.decide_child(i, &key),
             };
-            if let Some((labels, version)) = write {
-                let write = Write {
-                    source,
-                    key,
-                    labels,
-                    version,
-                };
-                match source {
-                    Source::Primary(_) => keys.push(write),
-                    Source::Owned(_) => children.push(write),
-                }
+            let Some((labels, version)) = write else {
+                // Nothing left to write: no backoff to wait out.
+                self.retries.succeeded(&(source, key));
+                continue;
+            };
+            let write = Write {
+                source,
+                key,
+                labels,
+                version,
+            };
+            match source {
+                Source::Primary(_) => keys.push(write),
+                Source::Owned(_) => children.push(write),
             }
         }
         (children, keys)
@@ -656,9 +735,146 @@ impl State {
     }
 }
 
+/// The objects whose label writes failed, each waiting out its backoff.
+#[derive(Default)]
+struct Retries {
+    /// By object: its failures in a row, and when it may be sent again.
+    waiting: HashMap<(Source, ObjectKey), (u32, Instant)>,
+}
+
+impl Retries {
+    /// Counts a failure of `object`'s write at `now`; returns the pause before it is sent
+    /// again: [`RETRY`], doubled with each failure in a row, up to [`RETRY_MAX`].
+    fn failed(&mut self, object: (Source, ObjectKey), now: Instant) -> Duration {
+        let (failures, due) = self.waiting.entry(object).or_insert((0, now));
+        let pause = RETRY
+            .saturating_mul(2u32.saturating_pow(*failures))
+            .min(RETRY_MAX);
+        *failures = failures.saturating_add(1);
+        *due = now + pause;
+        pause
+    }
+
+    /// Ends `object`'s backoff: its write succeeded, or is left to the next event.
+    fn succeeded(&mut self, object: &(Source, ObjectKey)) {
+        self.waiting.remove(object);
+    }
+
+    /// Whether `object` waits out its backoff at `now`.
+    fn waits(&self, object: &(Source, ObjectKey), now: Instant) -> bool {
+        self.waiting.get(object).is_some_and(|(_, due)| *due > now)
+    }
+
+    /// When the first backoff ends, if any object waits.
+    fn next_due(&self) -> Option<Instant> {
+        self.waiting.values().map(|(_, due)| *due).min()
+    }
+
+    /// Objects in backoff.
+    fn len(&self) -> usize {
+        self.waiting.len()
+    }
+}
+
+/// Sleeps until `due`, or forever without one.
+async fn sleep_until(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
+}
+
 fn key_of(meta: &kube::api::ObjectMeta) -> ObjectKey {
     ObjectKey {
         namespace: meta.namespace.clone(),
         name: meta.name.clone().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(name: &str) -> (Source, ObjectKey) {
+        let key = ObjectKey {
+            namespace: Some("team".to_owned()),
+            name: name.to_owned(),
+        };
+        (Source::Owned(0), key)
+    }
+
+    #[test]
+    fn a_write_that_keeps_failing_waits_twice_as_long_each_time_up_to_five_minutes() {
+        let mut retries = Retries::default();
+        let now = Instant::now();
+        let pauses: Vec<u64> = (0..11)
+            .map(|_| retries.failed(object("a"), now).as_secs())
+            .collect();
+        assert_eq!(pauses, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+        assert!(retries.waits(&object("a"), now + Duration::from_secs(299)));
+        assert!(!retries.waits(&object("a"), now + Duration::from_secs(300)));
+        // Each object has its own backoff.
+        assert_eq!(retries.failed(object("b"), now), RETRY);
+        assert_eq!(retries.next_due(), Some(now + RETRY));
+        assert_eq!(retries.len(), 2);
+        retries.succeeded(&object("a"));
+        assert_eq!(retries.failed(object("a"), now), RETRY);
+    }
+
+    #[test]
+    fn stats_say_since_when_writes_fail_until_no_object_waits() {
+        let stats = ShardStats::default();
+        stats.record(3, Some("forbidden".to_owned()), 3);
+        let (since, error) = stats.failing().expect("failing");
+        assert_eq!(error, "forbidden");
+        stats.record(1, Some("still forbidden".to_owned()), 3);
+        assert_eq!(stats.failing(), Some((since, "still forbidden".to_owned())));
+        // A round with no failure while objects still wait changes nothing.
+        stats.record(0, None, 1);
+        assert!(stats.failing().is_some());
+        stats.record(0, None, 0);
+        assert_eq!(stats.failing(), None);
+        assert_eq!(stats.failed.load(Ordering::Relaxed), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_object_in_backoff_is_decided_once_due_and_its_backoff_ends_with_nothing_to_write() {
+        let primary = Primary {
+            kind: GroupVersionKind::gvk("example.com", "v1", "PodSet"),
+            namespaced: true,
+        };
+        let mut state = State::new("shard".to_owned(), "drain".to_owned(), primary);
+        let stats = ShardStats::default();
+        state.ring(&BTreeSet::from(["m1".to_owned()]), &stats);
+        let key = object("p").1;
+        let meta = kube::api::ObjectMeta {
+            name: Some("p".to_owned()),
+            namespace: key.namespace.clone(),
+            resource_version: Some("7".to_owned()),
+            ..Default::default()
+        };
+        state.upsert(Source::Primary(0), &meta);
+        let (_, keys) = state.decide(&stats);
+        assert_eq!(keys.len(), 1, "the unassigned key is labelled");
+        // The write failed: the object waits out its backoff.
+        let failed = (Source::Primary(0), key.clone());
+        state.retries.failed(failed.clone(), Instant::now());
+        state.dirty.insert(failed.clone());
+        assert_eq!(state.decide(&stats).1.len(), 0);
+        assert!(state.dirty.contains(&failed));
+        tokio::time::advance(RETRY).await;
+        assert_eq!(state.decide(&stats).1.len(), 1, "sent again once due");
+        // Labelled meanwhile by the write that seemed to fail: nothing to write, no backoff.
+        state.retries.failed(failed.clone(), Instant::now());
+        state.dirty.insert(failed.clone());
+        let labelled = kube::api::ObjectMeta {
+            labels: Some([("shard".to_owned(), "m1".to_owned())].into()),
+            resource_version: Some("8".to_owned()),
+            ..meta
+        };
+        state.upsert(Source::Primary(0), &labelled);
+        tokio::time::advance(RETRY * 2).await;
+        assert_eq!(state.decide(&stats).1.len(), 0);
+        assert_eq!(state.retries.next_due(), None);
     }
 }

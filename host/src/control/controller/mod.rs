@@ -184,6 +184,7 @@ impl Controller {
             module_failures,
             module_failing,
             last_error: counters.streak.last_error(),
+            shard_labels_failing: self.shard_stats.failing(),
         }
     }
 

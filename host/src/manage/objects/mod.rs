@@ -848,6 +848,47 @@ fn jittered(period: Duration) -> Duration {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_tally_says_shard_labels_fail_only_while_they_do_and_keeps_since_when() {
+        let mut tally = Tally {
+            loaded_at: std::time::SystemTime::UNIX_EPOCH,
+            digest: String::new(),
+            succeeded: 1,
+            requeued: 0,
+            failed: 0,
+            traps: 0,
+            timeouts: 0,
+            out_of_memory: 0,
+            denied: 0,
+            output_dropped: 0,
+            consecutive_failures: 0,
+            failing: false,
+            module_failures: 0,
+            module_failing: false,
+            last_error: None,
+            shard_labels_failing: None,
+        };
+        let mut state = State::default();
+        assert_eq!(status::tally_status(&tally, &mut state).conditions, None);
+        let since = Timestamp::from_second(1_800_000_000).unwrap();
+        tally.shard_labels_failing = Some((since, "forbidden".into()));
+        let conditions = status::tally_status(&tally, &mut state).conditions;
+        let [failing] = conditions.as_deref().expect("a condition") else {
+            panic!("one condition: {conditions:?}");
+        };
+        assert_eq!(
+            (failing.type_.as_str(), failing.status.as_str()),
+            ("ShardLabels", "False")
+        );
+        assert_eq!(failing.reason, "WriteFailed");
+        assert!(
+            failing.message.ends_with(": forbidden"),
+            "{}",
+            failing.message
+        );
+        assert_eq!(failing.last_transition_time.0, since);
+    }
+
     /// The facts of a fetched module `b`, with `running` (digest, same settings) and the flags.
     fn facts(running: Option<(&str, bool)>, flags: [bool; 3]) -> Facts {
         Facts {

@@ -439,6 +439,14 @@ pub(super) fn tally_status(tally: &Tally, state: &mut State) -> WasmControllerSt
         });
         state.last_error = Some(seen);
     }
+    // Only while failing: without it, the apply gives the condition up and it is gone.
+    if let Some((since, error)) = &tally.shard_labels_failing {
+        let message = format!("the sharder cannot label this controller's objects: {error}");
+        let mut failing = condition("ShardLabels", false, "WriteFailed", &message, 0);
+        failing.observed_generation = None;
+        failing.last_transition_time = Time(*since);
+        counters.conditions = Some(vec![failing]);
+    }
     counters
 }
 
