@@ -143,3 +143,20 @@ pub fn digest_of(pinned: &str) -> Result<String> {
         .1
         .to_owned())
 }
+
+/// Creates the ConfigMap `name` in `namespace` holding the module at `path` under the key
+/// `module.wasm`.
+pub async fn module_config_map(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    path: &std::path::Path,
+) -> Result<()> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let object: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "binaryData": { "module.wasm": k8s_openapi::ByteString(std::fs::read(path)?) },
+    }))?;
+    config_maps.create(&PostParams::default(), &object).await?;
+    Ok(())
+}

@@ -6,19 +6,28 @@
 //! every host logs show that no key was ever reconciled by two hosts at once, every source ends
 //! mirrored with its last value, every PodSet has exactly its replicas, no pod was ever created
 //! twice, and every pod carries its PodSet's shard label.
+//!
+//! A sharder whose label writes the cluster refuses backs off per object, and says so.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use kubewasm_tests::ledger::{self, word};
 use kubewasm_tests::podset::{self, install};
+use kubewasm_tests::prometheus::{has, scrape, sum};
+use kubewasm_tests::wasmctl::{
+    condition, crd_applied, is, mirrored_by, module_config_map, sources, until_condition,
+    wasm_controller, watching,
+};
 use kubewasm_tests::{
-    HostProcess, Recorder, WAIT, control_plane, eventually, guest_wasm, is_controlled_by,
+    HostProcess, Recorder, WAIT, apply_yaml_text, control_plane, eventually, free_ports,
+    guest_wasm, is_controlled_by, wasm_controllers, with_started_host,
 };
 use serde_json::json;
 
@@ -406,4 +415,136 @@ fn never_at_once(replicas: &[Replica]) -> Result<()> {
     }
     eprintln!("{total} reconciles, none of one source by two replicas at once");
     Ok(())
+}
+
+/// A policy that refuses to label a mirror source in `namespace` for any member, as an
+/// admission policy of a cluster's own might.
+fn refusing_shard_labels(namespace: &str) -> String {
+    format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: no-shard-labels-{namespace}}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [UPDATE]
+      resources: [configmaps]
+  validations:
+  - expression: >-
+      !has(object.metadata.labels) || !('kubewasm.dev/fixture' in object.metadata.labels) ||
+      !object.metadata.labels.exists(k, k.startsWith('shard.kubewasm.dev/'))
+    reason: Forbidden
+    message: no shard labels here
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: no-shard-labels-{namespace}}}
+spec:
+  policyName: no-shard-labels-{namespace}
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {{kubernetes.io/metadata.name: {namespace}}}
+"#
+    )
+}
+
+/// PATCH requests on ConfigMaps the API server refused with 403, from its `/metrics`.
+async fn refused_patches(client: &kube::Client) -> Result<u64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let metrics = client.request_text(request).await?;
+    let refused = sum(&metrics, "apiserver_request_total", |labels| {
+        has(labels, "verb", "PATCH")
+            && has(labels, "resource", "configmaps")
+            && has(labels, "code", "403")
+    });
+    Ok(refused as u64)
+}
+
+/// A sharder whose label writes the cluster refuses sends each object's write again after a
+/// pause that doubles (1 s to 5 min), not every second; says so in its metrics and in the
+/// WasmController's `ShardLabels` condition; and labels every object once the cluster lets it.
+#[tokio::test]
+async fn refused_label_writes_back_off_per_object_and_show_until_they_land() -> Result<()> {
+    const SOURCES: usize = 4;
+    const WINDOW: Duration = Duration::from_secs(24);
+    let client = crd_applied().await?;
+    let ns = control_plane().namespace("refused").await?;
+    apply_yaml_text(&client, &refusing_shard_labels(ns.name()), None).await?;
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
+    let names: Vec<String> = (0..SOURCES).map(|i| format!("source-{i}")).collect();
+    sources(&config_maps, &names).await?;
+    // The policy is in force once a shard label is refused.
+    let probe = json!({ "metadata": { "labels": { "shard.kubewasm.dev/probe": "x" } } });
+    eventually("the policy to refuse shard labels", WAIT, || async {
+        let patched = config_maps
+            .patch(&names[0], &PatchParams::default(), &Patch::Merge(&probe))
+            .await;
+        Ok(matches!(patched, Err(kube::Error::Api(s)) if s.code == 403).then_some(()))
+    })
+    .await?;
+    let module = json!({ "configMap": { "name": "mirror", "key": "module.wasm" } });
+    let [metrics] = free_ports()?.map(|port| format!("127.0.0.1:{port}"));
+    let args = [
+        "--sharded",
+        "--leader-election-namespace",
+        ns.name(),
+        "--metrics-bind-address",
+        &metrics,
+    ];
+    let host = HostProcess::start_with("shard-refused", &watching(&[ns.name()]), &args)?;
+    with_started_host(host, async |_| {
+        module_config_map(&client, ns.name(), "mirror", &guest_wasm("mirror")).await?;
+        let api = wasm_controllers(&client, ns.name());
+        api.create(
+            &PostParams::default(),
+            &wasm_controller("mirror", json!({ "module": module }))?,
+        )
+        .await?;
+        let address = metrics.parse()?;
+        let backing_off = || async {
+            let text = scrape(address).await?;
+            anyhow::Ok(sum(&text, "kubewasm_shard_objects_backing_off", |_| true) as usize)
+        };
+        eventually("every source to back off", WAIT, || async {
+            Ok((backing_off().await? == SOURCES).then_some(()))
+        })
+        .await?;
+        let before = refused_patches(&client).await?;
+        tokio::time::sleep(WINDOW).await;
+        let sent = refused_patches(&client).await? - before;
+        println!("{sent} refused label writes of {SOURCES} sources in {WINDOW:?}");
+        // Sent again 1, 2, 4, 8, 16 s after each failure: at most 5 a source in 24 s, where a
+        // write a second would be 24.
+        ensure!(
+            (1..=5 * SOURCES as u64).contains(&sent),
+            "{sent} refused label writes of {SOURCES} sources in {WINDOW:?}"
+        );
+        let failing =
+            until_condition(&api, "mirror", "ShardLabels", is("False", "WriteFailed")).await?;
+        let message = condition(&failing, "ShardLabels").unwrap_or_default()["message"].to_string();
+        ensure!(
+            message.contains("no shard labels here"),
+            "the condition names the refusal: {message}"
+        );
+        // Allowed again: every source is labelled and mirrored, and the condition is gone.
+        let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+        let binding = format!("no-shard-labels-{}", ns.name());
+        bindings.delete(&binding, &DeleteParams::default()).await?;
+        mirrored_by(&config_maps, &names, "v1").await?;
+        eventually("the ShardLabels condition to go", WAIT, || async {
+            let object = api.get("mirror").await?;
+            let gone = object.data["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().all(|c| c["type"] != "ShardLabels"));
+            Ok(gone.then_some(()))
+        })
+        .await?;
+        ensure!(backing_off().await? == 0, "no source backs off any more");
+        Ok(())
+    })
+    .await
 }

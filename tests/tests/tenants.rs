@@ -4,7 +4,6 @@
 //! credentials, their modules, their namespaces), cannot exhaust the host, and the other teams'
 //! controllers keep converging.
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Result, bail, ensure};
@@ -14,8 +13,8 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kubewasm_tests::registry::{Registry, pull_secret, push_as};
 use kubewasm_tests::rogue::Rogue;
 use kubewasm_tests::wasmctl::{
-    condition, crd_applied, digest_of, events_about, is, mirrored_by, names, sources,
-    until_condition, wasm_controller, watching,
+    condition, crd_applied, digest_of, events_about, is, mirrored_by, module_config_map, names,
+    sources, until_condition, wasm_controller, watching,
 };
 use kubewasm_tests::{
     HostProcess, TestNamespace, WAIT, apply_yaml, control_plane, guest_wasm, repo_root,
@@ -74,22 +73,6 @@ async fn put_secret(client: &Client, namespace: &str, secret: Value) -> Result<(
             &Patch::Apply(&secret),
         )
         .await?;
-    Ok(())
-}
-
-/// Creates the ConfigMap `name` in `namespace` holding the module at `path` under `key`.
-async fn module_config_map(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    path: &Path,
-) -> Result<()> {
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let object: ConfigMap = serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "binaryData": { "module.wasm": k8s_openapi::ByteString(std::fs::read(path)?) },
-    }))?;
-    config_maps.create(&PostParams::default(), &object).await?;
     Ok(())
 }
 

@@ -445,6 +445,7 @@ impl Write {
         {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => Ok(()),
+            Err(kube::Error::Api(status)) => Err(format!("{} ({})", status.message, status.code)),
             Err(error) => Err(error.to_string()),
         }
     }
