@@ -9,8 +9,9 @@
 //! 1. the sharder adds `drain.shard.kubewasm.dev/<guest>` to K;
 //! 2. A sees it, and the worker that dequeues K (never while another of A's workers holds it)
 //!    removes both labels instead of reconciling: A is done with K, and forgets it;
-//! 3. the sharder sees K unassigned and labels K's children for B, then K itself, so that B
-//!    finds them in its cache when K arrives;
+//! 3. the sharder sees K unassigned and labels K's children for B; once its watch shows every
+//!    child labelled so (a write that met a conflict is sent again on the child's new version),
+//!    it labels K itself, so that B finds them in its cache when K arrives;
 //! 4. B's watch delivers K, and B reconciles it.
 //!
 //! A member whose Lease expires or is released (it stopped after its reconciles ended) holds
@@ -296,7 +297,7 @@ impl Sharder {
                 None => return false,
             },
             changed = self.members.changed() => if changed.is_err() { return false },
-            () = sleep_until(self.state.retries.next_due()) => {}
+            () = sleep_until(self.state.retries.next_due(&self.state.dirty)) => {}
             () = self.stop.cancelled() => return false,
         }
         true
@@ -352,7 +353,7 @@ impl Sharder {
         if let Some((key, error)) = first {
             tracing::warn!(guest = %self.guest, failed = failed.len(), first = %key, %error, retry_in = ?longest, "sharder: writing shard labels");
         }
-        let backing_off = self.state.retries.len();
+        let backing_off = self.state.retries.len(&self.state.dirty);
         self.stats
             .record(failed.len(), first.map(|(_, e)| e.clone()), backing_off);
     }
@@ -640,8 +641,6 @@ impl State {
                 Source::Owned(i) => self.decide_child(i, &key),
             };
             let Some((labels, version)) = write else {
-                // Nothing left to write: no backoff to wait out.
-                self.retries.succeeded(&(source, key));
                 continue;
             };
             let write = Write {
@@ -666,7 +665,7 @@ impl State {
         stats: &ShardStats,
         children: &mut Vec<Write>,
     ) -> Option<(serde_json::Map<String, Value>, String)> {
-        let (_, labels) = self.primaries.get(key)?;
+        let (source, labels) = self.primaries.get(key)?;
         let target = self.ring.owner(&key.to_string())?;
         let mut write = serde_json::Map::new();
         match labels.shard.as_deref() {
@@ -687,16 +686,13 @@ impl State {
             }
             // Unassigned, handed over, or held by a member that is gone.
             _ => {
-                for (i, child_key) in self.owned_by.get(key).into_iter().flatten() {
-                    let child = &self.children[&(*i, child_key.clone())];
-                    if let Some((labels, version)) = self.label_child(child, target) {
-                        children.push(Write {
-                            source: Source::Owned(*i),
-                            key: child_key.clone(),
-                            labels,
-                            version,
-                        });
-                    }
+                let unlabelled = children.len();
+                children.extend(self.label_children(key, target));
+                if children.len() > unlabelled {
+                    // Decided again once the watch shows the children labelled: the member
+                    // gets the key only with every child in its cache.
+                    self.dirty.insert((Source::Primary(*source), key.clone()));
+                    return None;
                 }
                 write.insert(self.label.clone(), Value::from(target));
                 if labels.drain {
@@ -709,6 +705,34 @@ impl State {
             }
         }
         Some((write, labels.version.clone()))
+    }
+
+    /// The writes that label the children of `key` not yet labelled for `target`, as the
+    /// watch last showed them; a child whose write failed waits out its backoff. A write that
+    /// met a conflict is sent again with the version its next event shows.
+    fn label_children(&self, key: &ObjectKey, target: &str) -> Vec<Write> {
+        let now = Instant::now();
+        let mut writes = Vec::new();
+        for (i, child_key) in self.owned_by.get(key).into_iter().flatten() {
+            let slot = (*i, child_key.clone());
+            let child = &self.children[&slot];
+            let Some((labels, version)) = self.label_child(child, target) else {
+                continue;
+            };
+            if self
+                .retries
+                .waits(&(Source::Owned(*i), child_key.clone()), now)
+            {
+                continue;
+            }
+            writes.push(Write {
+                source: Source::Owned(*i),
+                key: child_key.clone(),
+                labels,
+                version,
+            });
+        }
+        writes
     }
 
     fn decide_child(
@@ -736,7 +760,8 @@ impl State {
     }
 }
 
-/// The objects whose label writes failed, each waiting out its backoff.
+/// The objects whose label writes failed, each with its backoff; an object's failures count on
+/// until a write of it succeeds or it is gone.
 #[derive(Default)]
 struct Retries {
     /// By object: its failures in a row, and when it may be sent again.
@@ -766,14 +791,21 @@ impl Retries {
         self.waiting.get(object).is_some_and(|(_, due)| *due > now)
     }
 
-    /// When the first backoff ends, if any object waits.
-    fn next_due(&self) -> Option<Instant> {
-        self.waiting.values().map(|(_, due)| *due).min()
+    /// When the first backoff of the objects of `dirty` ends, if any of them waits; an object
+    /// that had nothing to write when its backoff ended is left out.
+    fn next_due(&self, dirty: &BTreeSet<(Source, ObjectKey)>) -> Option<Instant> {
+        dirty
+            .iter()
+            .filter_map(|object| self.waiting.get(object).map(|(_, due)| *due))
+            .min()
     }
 
-    /// Objects in backoff.
-    fn len(&self) -> usize {
-        self.waiting.len()
+    /// The objects of `dirty` in backoff.
+    fn len(&self, dirty: &BTreeSet<(Source, ObjectKey)>) -> usize {
+        dirty
+            .iter()
+            .filter(|o| self.waiting.contains_key(*o))
+            .count()
     }
 }
 
@@ -816,8 +848,13 @@ mod tests {
         assert!(!retries.waits(&object("a"), now + Duration::from_secs(300)));
         // Each object has its own backoff.
         assert_eq!(retries.failed(object("b"), now), RETRY);
-        assert_eq!(retries.next_due(), Some(now + RETRY));
-        assert_eq!(retries.len(), 2);
+        let dirty = BTreeSet::from([object("a"), object("b")]);
+        assert_eq!(retries.next_due(&dirty), Some(now + RETRY));
+        assert_eq!(retries.len(&dirty), 2);
+        // Only the objects still to be written count.
+        let dirty = BTreeSet::from([object("a")]);
+        assert_eq!(retries.next_due(&dirty), Some(now + RETRY_MAX));
+        assert_eq!(retries.len(&dirty), 1);
         retries.succeeded(&object("a"));
         assert_eq!(retries.failed(object("a"), now), RETRY);
     }
@@ -838,8 +875,73 @@ mod tests {
         assert_eq!(stats.failed.load(Ordering::Relaxed), 4);
     }
 
+    fn meta(name: &str, version: &str, shard: Option<&str>) -> kube::api::ObjectMeta {
+        kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some("team".to_owned()),
+            resource_version: Some(version.to_owned()),
+            labels: shard.map(|member| [("shard".to_owned(), member.to_owned())].into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_key_is_labelled_only_once_the_watch_shows_every_child_labelled_for_its_member() {
+        let primary = Primary {
+            kind: GroupVersionKind::gvk("example.com", "v1", "PodSet"),
+            namespaced: true,
+        };
+        let mut state = State::new("shard".to_owned(), "drain".to_owned(), primary);
+        let stats = ShardStats::default();
+        state.ring(&BTreeSet::from(["m1".to_owned()]), &stats);
+        state.upsert(Source::Primary(0), &meta("p", "1", None));
+        let owner = OwnerReference {
+            api_version: "example.com/v1".to_owned(),
+            kind: "PodSet".to_owned(),
+            name: "p".to_owned(),
+            controller: Some(true),
+            ..Default::default()
+        };
+        for child in ["c1", "c2"] {
+            let child = kube::api::ObjectMeta {
+                owner_references: Some(vec![owner.clone()]),
+                ..meta(child, "2", None)
+            };
+            state.upsert(Source::Owned(0), &child);
+        }
+        let names = |writes: &[Write]| {
+            let mut names: Vec<_> = writes.iter().map(|w| w.key.name.clone()).collect();
+            names.sort();
+            names
+        };
+        let (children, keys) = state.decide(&stats);
+        assert_eq!(names(&children), ["c1", "c2"]);
+        assert!(keys.is_empty(), "the key waits for its children");
+        // c2's write met a conflict (it changed meanwhile): its new version is labelled again,
+        // and the key still waits.
+        let labelled = |name: &str, version: &str| kube::api::ObjectMeta {
+            owner_references: Some(vec![owner.clone()]),
+            ..meta(name, version, Some("m1"))
+        };
+        state.upsert(Source::Owned(0), &labelled("c1", "3"));
+        let changed = kube::api::ObjectMeta {
+            owner_references: Some(vec![owner.clone()]),
+            ..meta("c2", "4", None)
+        };
+        state.upsert(Source::Owned(0), &changed);
+        let (children, keys) = state.decide(&stats);
+        assert_eq!(names(&children), ["c2"]);
+        assert_eq!(children[0].version, "4");
+        assert!(keys.is_empty(), "the key waits for c2");
+        state.upsert(Source::Owned(0), &labelled("c2", "5"));
+        let (children, keys) = state.decide(&stats);
+        assert!(children.is_empty());
+        assert_eq!(names(&keys), ["p"]);
+        assert_eq!(stats.assigned.load(Ordering::Relaxed), 1);
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn an_object_in_backoff_is_decided_once_due_and_its_backoff_ends_with_nothing_to_write() {
+    async fn an_object_in_backoff_is_decided_once_due_and_no_longer_waits_with_nothing_to_write() {
         let primary = Primary {
             kind: GroupVersionKind::gvk("example.com", "v1", "PodSet"),
             namespaced: true,
@@ -876,6 +978,6 @@ mod tests {
         state.upsert(Source::Primary(0), &labelled);
         tokio::time::advance(RETRY * 2).await;
         assert_eq!(state.decide(&stats).1.len(), 0);
-        assert_eq!(state.retries.next_due(), None);
+        assert_eq!(state.retries.next_due(&state.dirty), None);
     }
 }
