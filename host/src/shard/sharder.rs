@@ -297,7 +297,7 @@ impl Sharder {
                 None => return false,
             },
             changed = self.members.changed() => if changed.is_err() { return false },
-            () = sleep_until(self.state.retries.next_due(&self.state.dirty)) => {}
+            () = sleep_until(self.state.next_due()) => {}
             () = self.stop.cancelled() => return false,
         }
         true
@@ -493,6 +493,15 @@ impl State {
         }
     }
 
+    /// When the first backoff of an object to decide ends; none while the ring has no member,
+    /// as nothing is decided then.
+    fn next_due(&self) -> Option<Instant> {
+        if self.live.is_empty() {
+            return None;
+        }
+        self.retries.next_due(&self.dirty)
+    }
+
     /// Takes the live `members`; every primary is decided again when they changed.
     fn ring(&mut self, members: &BTreeSet<String>, stats: &ShardStats) {
         if *members == self.live {
@@ -665,8 +674,8 @@ impl State {
         stats: &ShardStats,
         children: &mut Vec<Write>,
     ) -> Option<(serde_json::Map<String, Value>, String)> {
-        let (source, labels) = self.primaries.get(key)?;
-        let target = self.ring.owner(&key.to_string())?;
+        let (source, labels) = self.primaries.get(key).cloned()?;
+        let target = self.ring.owner(&key.to_string())?.to_owned();
         let mut write = serde_json::Map::new();
         match labels.shard.as_deref() {
             Some(holder) if self.live.contains(holder) => {
@@ -686,12 +695,12 @@ impl State {
             }
             // Unassigned, handed over, or held by a member that is gone.
             _ => {
-                let unlabelled = children.len();
-                children.extend(self.label_children(key, target));
-                if children.len() > unlabelled {
+                if self.label_children(key, &target, children) {
                     // Decided again once the watch shows the children labelled: the member
                     // gets the key only with every child in its cache.
-                    self.dirty.insert((Source::Primary(*source), key.clone()));
+                    let object = (Source::Primary(source), key.clone());
+                    self.retries.succeeded(&object);
+                    self.dirty.insert(object);
                     return None;
                 }
                 write.insert(self.label.clone(), Value::from(target));
@@ -704,25 +713,26 @@ impl State {
                 }
             }
         }
-        Some((write, labels.version.clone()))
+        Some((write, labels.version))
     }
 
-    /// The writes that label the children of `key` not yet labelled for `target`, as the
-    /// watch last showed them; a child whose write failed waits out its backoff. A write that
-    /// met a conflict is sent again with the version its next event shows.
-    fn label_children(&self, key: &ObjectKey, target: &str) -> Vec<Write> {
+    /// Adds to `writes` those that label the children of `key` not yet labelled for `target`,
+    /// as the watch last showed them; returns whether any child is not. A child whose write
+    /// failed waits out its backoff, kept to decide so that its end wakes the sharder. A write
+    /// that met a conflict is sent again with the version its next event shows.
+    fn label_children(&mut self, key: &ObjectKey, target: &str, writes: &mut Vec<Write>) -> bool {
         let now = Instant::now();
-        let mut writes = Vec::new();
+        let mut waiting = Vec::new();
+        let mut unlabelled = false;
         for (i, child_key) in self.owned_by.get(key).into_iter().flatten() {
-            let slot = (*i, child_key.clone());
-            let child = &self.children[&slot];
+            let child = &self.children[&(*i, child_key.clone())];
             let Some((labels, version)) = self.label_child(child, target) else {
                 continue;
             };
-            if self
-                .retries
-                .waits(&(Source::Owned(*i), child_key.clone()), now)
-            {
+            unlabelled = true;
+            let object = (Source::Owned(*i), child_key.clone());
+            if self.retries.waits(&object, now) {
+                waiting.push(object);
                 continue;
             }
             writes.push(Write {
@@ -732,7 +742,8 @@ impl State {
                 version,
             });
         }
-        writes
+        self.dirty.extend(waiting);
+        unlabelled
     }
 
     fn decide_child(
@@ -742,7 +753,11 @@ impl State {
     ) -> Option<(serde_json::Map<String, Value>, String)> {
         let child = self.children.get(&(source, key.clone()))?;
         let (_, owner) = self.primaries.get(child.owner.as_ref()?)?;
-        let holder = owner.shard.as_ref().filter(|_| !owner.drain)?;
+        // A holder gone: the child follows its key when the key is assigned anew.
+        let holder = owner
+            .shard
+            .as_ref()
+            .filter(|h| !owner.drain && self.live.contains(*h))?;
         self.label_child(child, holder)
     }
 
@@ -929,6 +944,17 @@ mod tests {
             ..meta("c2", "4", None)
         };
         state.upsert(Source::Owned(0), &changed);
+        // A child whose write failed holds its key back too, and stays to decide.
+        let failed = (Source::Owned(0), object("c2").1);
+        state.retries.failed(failed.clone(), Instant::now());
+        let (children, keys) = state.decide(&stats);
+        assert!(children.is_empty() && keys.is_empty());
+        assert!(state.dirty.contains(&failed));
+        assert!(state.next_due().is_some());
+        state.ring(&BTreeSet::new(), &stats);
+        assert_eq!(state.next_due(), None, "nothing is decided with no member");
+        state.ring(&BTreeSet::from(["m1".to_owned()]), &stats);
+        state.retries.succeeded(&failed);
         let (children, keys) = state.decide(&stats);
         assert_eq!(names(&children), ["c2"]);
         assert_eq!(children[0].version, "4");
