@@ -8,21 +8,22 @@
 //! first add since it was last handed out.
 //!
 //! As controller-runtime's priority queue, keys come in two lanes: keys added with
-//! [`WorkQueue::add_low`] (an initial list, a resync, a reload, a key handed over by another
-//! member) are handed out only when no other key is ready, so a real change is reconciled before
-//! a backlog of them, except that under a steady stream of changes one hand-out in five goes to
-//! the backlog, so it never starves; a low key added again
-//! normally moves to the front lane, while a key requeued or retried from a reconcile, or added
-//! again for a change the reconcile made itself, keeps the lane it was handed out from. Like client-go's, the queue times how long keys wait and how long
-//! they are processed.
+//! [`WorkQueue::add_low`] (an initial list, a resync, a reload) are handed out only when no other
+//! key is ready, so a real change is reconciled before a backlog of them, except that under a
+//! steady stream of changes one hand-out in five goes to the backlog, so it never starves; a low
+//! key added again normally moves to the front lane, while a key requeued or retried from a
+//! reconcile, or added again for a change the reconcile made itself, keeps the lane it was
+//! handed out from. Like client-go's, the queue times how long keys wait and how long they are
+//! processed.
 //!
 //! The queues of one host share their [`Lanes`]: while a key of a front lane runs in any of them,
-//! or waits with a worker of its queue free to take it, the low lanes together keep no more keys in flight than the CPUs the front lanes
-//! leave (one at least), so a change is not reconciled among a crowd of backlog keys of other
-//! guests, such as the whole backlog a standby starts on when it wins its Lease. A backlog that
-//! starts from idle starts slow, with as many keys in flight across the queues as CPUs and one
-//! more each time one ends, so that a change arriving as it starts finds a worker of its guest
-//! free, unless the guest has no more workers than the host has CPUs.
+//! or waits with a worker of its queue free to take it, the low lanes together keep no more keys
+//! in flight than the CPUs the front lanes leave (one at least), so a change is not reconciled
+//! among a crowd of backlog keys of other guests, such as the whole backlog a standby starts on
+//! when it wins its Lease. A backlog that starts from idle starts slow, with as many keys in
+//! flight across the queues as CPUs and one more each time one ends, so that a change arriving
+//! as it starts finds a worker of its guest free, unless the guest has no more workers than the
+//! host has CPUs.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
@@ -73,14 +74,15 @@ pub struct QueueStats {
 }
 
 /// The low lanes of every queue of one host, as one. While a served queue holds a key of its front
-/// lane in flight, or ready with a worker of its own free to take it (an urgent key), low-lane keys are handed out only while fewer of them
-/// are in flight, across the queues, than the CPUs the urgent keys leave, one at least: a change
-/// shares the CPUs with few backlog reconciles however many workers the guests have, and the
-/// backlog always moves. With no urgent key, the low lanes start from idle (no key in flight)
-/// with as many keys in flight as CPUs and take one more each time one ends: a backlog reaches
-/// every worker within a few rounds of reconciles, while a change arriving meanwhile finds a
-/// worker free. Room freed goes to the queues whose workers waited for it, in the order they
-/// first did, so one queue's backlog never holds the room while another's waits.
+/// lane in flight, or ready with a worker of its own free to take it (an urgent key), low-lane
+/// keys are handed out only while fewer of them are in flight, across the queues, than the CPUs
+/// the urgent keys leave, one at least: a change shares the CPUs with few backlog reconciles
+/// however many workers the guests have, and the backlog always moves. With no urgent key, the
+/// low lanes start from idle (no key in flight) with as many keys in flight as CPUs and take one
+/// more each time one ends: a backlog reaches every worker within a few rounds of reconciles,
+/// while a change arriving meanwhile finds a worker free. Room freed goes to the queues whose
+/// workers waited for it, in the order they first did, so one queue's backlog never holds the
+/// room while another's waits.
 #[derive(Debug)]
 pub struct Lanes {
     cpus: usize,
@@ -404,7 +406,7 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
         self.passed_by = if low {
             0
         } else {
-            self.passed_by + u32::from(low_ready)
+            self.passed_by.saturating_add(u32::from(low_ready))
         };
         let key = loop {
             let key = self

@@ -674,8 +674,8 @@ impl State {
         stats: &ShardStats,
         children: &mut Vec<Write>,
     ) -> Option<(serde_json::Map<String, Value>, String)> {
-        let (source, labels) = self.primaries.get(key).cloned()?;
-        let target = self.ring.owner(&key.to_string())?.to_owned();
+        let (source, labels) = self.primaries.get(key)?;
+        let target = self.ring.owner(&key.to_string())?;
         let mut write = serde_json::Map::new();
         match labels.shard.as_deref() {
             Some(holder) if self.live.contains(holder) => {
@@ -695,12 +695,16 @@ impl State {
             }
             // Unassigned, handed over, or held by a member that is gone.
             _ => {
-                if self.label_children(key, &target, children) {
+                let sent = children.len();
+                let waiting = self.label_children(key, target, children);
+                if children.len() > sent || !waiting.is_empty() {
                     // Decided again once the watch shows the children labelled: the member
-                    // gets the key only with every child in its cache.
-                    let object = (Source::Primary(source), key.clone());
-                    self.retries.succeeded(&object);
+                    // gets the key only with every child in its cache. A child waiting out
+                    // its backoff stays to decide, so that its end wakes the sharder.
+                    let object = (Source::Primary(*source), key.clone());
+                    self.retries.waiting.remove(&object);
                     self.dirty.insert(object);
+                    self.dirty.extend(waiting);
                     return None;
                 }
                 write.insert(self.label.clone(), Value::from(target));
@@ -713,37 +717,39 @@ impl State {
                 }
             }
         }
-        Some((write, labels.version))
+        Some((write, labels.version.clone()))
     }
 
     /// Adds to `writes` those that label the children of `key` not yet labelled for `target`,
-    /// as the watch last showed them; returns whether any child is not. A child whose write
-    /// failed waits out its backoff, kept to decide so that its end wakes the sharder. A write
-    /// that met a conflict is sent again with the version its next event shows.
-    fn label_children(&mut self, key: &ObjectKey, target: &str, writes: &mut Vec<Write>) -> bool {
+    /// as the watch last showed them, but for children whose write failed and that wait out
+    /// their backoff: returns those. A write that met a conflict is sent again with the version
+    /// its next event shows.
+    fn label_children(
+        &self,
+        key: &ObjectKey,
+        target: &str,
+        writes: &mut Vec<Write>,
+    ) -> Vec<(Source, ObjectKey)> {
         let now = Instant::now();
         let mut waiting = Vec::new();
-        let mut unlabelled = false;
         for (i, child_key) in self.owned_by.get(key).into_iter().flatten() {
             let child = &self.children[&(*i, child_key.clone())];
             let Some((labels, version)) = self.label_child(child, target) else {
                 continue;
             };
-            unlabelled = true;
             let object = (Source::Owned(*i), child_key.clone());
             if self.retries.waits(&object, now) {
                 waiting.push(object);
                 continue;
             }
             writes.push(Write {
-                source: Source::Owned(*i),
-                key: child_key.clone(),
+                source: object.0,
+                key: object.1,
                 labels,
                 version,
             });
         }
-        self.dirty.extend(waiting);
-        unlabelled
+        waiting
     }
 
     fn decide_child(
@@ -890,6 +896,18 @@ mod tests {
         assert_eq!(stats.failed.load(Ordering::Relaxed), 4);
     }
 
+    /// The state of a guest whose primary kind is PodSet, with one member `m1` in the ring.
+    fn one_member() -> (State, ShardStats) {
+        let primary = Primary {
+            kind: GroupVersionKind::gvk("example.com", "v1", "PodSet"),
+            namespaced: true,
+        };
+        let mut state = State::new("shard".to_owned(), "drain".to_owned(), primary);
+        let stats = ShardStats::default();
+        state.ring(&BTreeSet::from(["m1".to_owned()]), &stats);
+        (state, stats)
+    }
+
     fn meta(name: &str, version: &str, shard: Option<&str>) -> kube::api::ObjectMeta {
         kube::api::ObjectMeta {
             name: Some(name.to_owned()),
@@ -902,13 +920,7 @@ mod tests {
 
     #[test]
     fn a_key_is_labelled_only_once_the_watch_shows_every_child_labelled_for_its_member() {
-        let primary = Primary {
-            kind: GroupVersionKind::gvk("example.com", "v1", "PodSet"),
-            namespaced: true,
-        };
-        let mut state = State::new("shard".to_owned(), "drain".to_owned(), primary);
-        let stats = ShardStats::default();
-        state.ring(&BTreeSet::from(["m1".to_owned()]), &stats);
+        let (mut state, stats) = one_member();
         state.upsert(Source::Primary(0), &meta("p", "1", None));
         let owner = OwnerReference {
             api_version: "example.com/v1".to_owned(),
@@ -968,21 +980,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_object_in_backoff_is_decided_once_due_and_no_longer_waits_with_nothing_to_write() {
-        let primary = Primary {
-            kind: GroupVersionKind::gvk("example.com", "v1", "PodSet"),
-            namespaced: true,
-        };
-        let mut state = State::new("shard".to_owned(), "drain".to_owned(), primary);
-        let stats = ShardStats::default();
-        state.ring(&BTreeSet::from(["m1".to_owned()]), &stats);
+        let (mut state, stats) = one_member();
         let key = object("p").1;
-        let meta = kube::api::ObjectMeta {
-            name: Some("p".to_owned()),
-            namespace: key.namespace.clone(),
-            resource_version: Some("7".to_owned()),
-            ..Default::default()
-        };
-        state.upsert(Source::Primary(0), &meta);
+        state.upsert(Source::Primary(0), &meta("p", "7", None));
         let (_, keys) = state.decide(&stats);
         assert_eq!(keys.len(), 1, "the unassigned key is labelled");
         // The write failed: the object waits out its backoff.
@@ -996,12 +996,7 @@ mod tests {
         // Labelled meanwhile by the write that seemed to fail: nothing to write, no backoff.
         state.retries.failed(failed.clone(), Instant::now());
         state.dirty.insert(failed.clone());
-        let labelled = kube::api::ObjectMeta {
-            labels: Some([("shard".to_owned(), "m1".to_owned())].into()),
-            resource_version: Some("8".to_owned()),
-            ..meta
-        };
-        state.upsert(Source::Primary(0), &labelled);
+        state.upsert(Source::Primary(0), &meta("p", "8", Some("m1")));
         tokio::time::advance(RETRY * 2).await;
         assert_eq!(state.decide(&stats).1.len(), 0);
         assert_eq!(state.retries.next_due(&state.dirty), None);
