@@ -8,6 +8,10 @@
 //! twice, and every pod carries its PodSet's shard label.
 //!
 //! A sharder whose label writes the cluster refuses backs off per object, and says so.
+//!
+//! Each guest has a ring of its own: the members that run it. A guest that only a replica that
+//! does not lead runs is sharded there, over that replica alone; a guest whose module a replica
+//! removes leaves that replica's ring, and its keys move to the others at once.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Mutex;
@@ -312,7 +316,7 @@ async fn exercise(
     // Each PodSet's pods were created 2, then 1, then none, then 1 more: any more is a pod
     // created twice.
     podset::created_once(&cluster.seen, &cluster.recorder, PODSETS, 2 + 1 + 1, 0).await?;
-    never_at_once(replicas)
+    never_at_once(replicas, 5)
 }
 
 /// Sets every source's value.
@@ -377,7 +381,7 @@ async fn converged(
 }
 
 /// Checks, from every replica's log, that no two replicas reconciled one source at once.
-fn never_at_once(replicas: &[Replica]) -> Result<()> {
+fn never_at_once(replicas: &[Replica], least: usize) -> Result<()> {
     // Per source: (start, end, replica).
     let mut runs: BTreeMap<String, Vec<(u128, u128, &str)>> = BTreeMap::new();
     let mut total = 0;
@@ -402,7 +406,10 @@ fn never_at_once(replicas: &[Replica]) -> Result<()> {
                 .push((run.start, end, replica.name));
         }
     }
-    ensure!(total >= SOURCES * 5, "only {total} reconciles were logged");
+    ensure!(
+        total >= SOURCES * least,
+        "only {total} reconciles were logged"
+    );
     for (source, mut spans) in runs {
         spans.sort();
         for pair in spans.windows(2) {
@@ -547,4 +554,147 @@ async fn refused_label_writes_back_off_per_object_and_show_until_they_land() -> 
         Ok(())
     })
     .await
+}
+
+/// Copies the modules `guests` into a folder of their own; returns the folder and the
+/// configuration that runs them in `namespace`.
+fn modules_of(guests: &[&str], namespace: &str) -> Result<(tempfile::TempDir, String)> {
+    let dir = tempfile::tempdir()?;
+    let mut config = String::from("modules:\n");
+    for guest in guests {
+        let path = dir.path().join(format!("{guest}.wasm"));
+        std::fs::copy(guest_wasm(guest), &path)?;
+        config.push_str(&format!(
+            "  - path: {}\n    namespaces: [{namespace}]\n    limits:\n      logLinesPerSecond: 100000\n",
+            path.display()
+        ));
+    }
+    Ok((dir, config))
+}
+
+#[tokio::test]
+async fn each_guest_is_sharded_over_the_members_that_run_it() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("rings").await?;
+    let (podsets, pods, recorder) = install(&client, ns.name()).await?;
+    let args = [
+        "--sharded",
+        "--leader-election-namespace",
+        ns.name(),
+        "--leader-election-id",
+        "guest-rings",
+        "--leader-elect-lease-duration",
+        "4s",
+        "--leader-elect-renew-deadline",
+        "3s",
+        "--leader-elect-retry-period",
+        "1s",
+    ];
+    // The first replica leads and runs the ledger only; the second runs both guests.
+    let (_a_dir, a_config) = modules_of(&["ledger"], ns.name())?;
+    let (b_dir, b_config) = modules_of(&["ledger", "podset"], ns.name())?;
+    let mut replicas = vec![Replica::start("ring-a", &a_config, &args).await?];
+    eventually("ring-a to lead", WAIT, || async {
+        Ok(replicas[0].log().contains("became leader").then_some(()))
+    })
+    .await?;
+    replicas.push(Replica::start("ring-b", &b_config, &args).await?);
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
+    let result = rings(
+        &config_maps,
+        (&podsets, &pods, &recorder),
+        b_dir.path(),
+        &mut replicas,
+    )
+    .await;
+    if result.is_err() {
+        for replica in &replicas {
+            eprintln!(
+                "--- {} ({}):\n{}",
+                replica.name,
+                replica.member,
+                replica.log()
+            );
+        }
+    }
+    result
+}
+
+async fn rings(
+    config_maps: &Api<ConfigMap>,
+    (podsets, pods, recorder): (&Api<DynamicObject>, &Api<Pod>, &Recorder),
+    b_dir: &std::path::Path,
+    replicas: &mut [Replica],
+) -> Result<()> {
+    let (a, b) = (replicas[0].member.clone(), replicas[1].member.clone());
+    let both = BTreeSet::from([a.clone(), b.clone()]);
+    for i in 0..SOURCES {
+        let source: ConfigMap = serde_json::from_value(json!({
+            "metadata": {
+                "name": format!("source-{i}"),
+                "labels": { "kubewasm.dev/fixture": "ledger" },
+            },
+            "data": { "value": "v0" },
+        }))?;
+        config_maps.create(&PostParams::default(), &source).await?;
+    }
+    let mut owners = Vec::new();
+    for i in 0..PODSETS {
+        owners.push(podset::create(podsets, &format!("ps-{i}"), 2).await?);
+    }
+    let seen = Mutex::new(HashSet::new());
+    // The PodSets are sharded by the replica that runs their guest, and are all its.
+    podset::converged(podsets, pods, &owners, 2, &seen).await?;
+    let labelled = podsets.list(&ListParams::default()).await?.items;
+    ensure!(
+        labelled
+            .iter()
+            .all(|p| p.labels().get(PODSET_LABEL) == Some(&b)),
+        "every PodSet is labelled for the one replica that runs the podset guest"
+    );
+    converged(config_maps, "v0", &both).await?;
+    ensure!(
+        holders(config_maps)
+            .await?
+            .values()
+            .collect::<BTreeSet<_>>()
+            .len()
+            == 2,
+        "both replicas hold sources"
+    );
+
+    // The second replica's ledger module is removed: it leaves the ledger's ring, and the
+    // first takes every source.
+    std::fs::remove_file(b_dir.join("ledger.wasm"))?;
+    update(config_maps, "v1").await?;
+    converged(config_maps, "v1", &BTreeSet::from([a.clone()])).await?;
+
+    // It comes back: the second replica joins the ledger's ring again and takes its share.
+    std::fs::copy(guest_wasm("ledger"), b_dir.join("ledger.wasm"))?;
+    eventually("the second replica to hold sources again", WAIT, || async {
+        Ok(holders(config_maps)
+            .await?
+            .values()
+            .any(|m| *m == b)
+            .then_some(()))
+    })
+    .await?;
+    update(config_maps, "v2").await?;
+    converged(config_maps, "v2", &both).await?;
+    ensure!(
+        holders(config_maps)
+            .await?
+            .values()
+            .collect::<BTreeSet<_>>()
+            .len()
+            == 2,
+        "both replicas hold sources again"
+    );
+
+    for replica in replicas.iter_mut() {
+        replica.terminate().await?;
+    }
+    podset::created_once(&seen, recorder, PODSETS, 2, 0).await?;
+    never_at_once(replicas, 3)
 }

@@ -237,6 +237,11 @@ impl LeaderElector {
         &self.config
     }
 
+    /// The client it writes the Lease with.
+    pub fn client(&self) -> kube::Client {
+        self.api.clone().into_client()
+    }
+
     /// Tries until this process holds the Lease, then renews it in the background: every retry
     /// period, on every change of the Lease and when the record last seen expires. Fails only
     /// with [`LeaderError::Cancelled`] once `shutdown` is cancelled; API errors are logged and

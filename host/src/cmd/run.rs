@@ -7,9 +7,11 @@ use std::ops::ControlFlow;
 use std::path::Path;
 use std::pin::Pin;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use kube::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -24,6 +26,7 @@ use crate::control::replica::Replica;
 use crate::manage::host::{Host, HostError, Observer};
 use crate::serve::http::{self as serve, Started};
 use crate::shard::membership;
+use crate::shard::roster::Roster;
 use crate::shard::sharder::Sharded;
 use crate::wasm::compile_cache::CompileCache;
 use crate::wasm::module_store::ModuleStore;
@@ -79,8 +82,8 @@ struct Roles {
     elector: Option<LeaderElector>,
     /// Opens once this process leads.
     leading: Gate,
-    /// When sharded, the membership Lease's election.
-    member: Option<LeaderElector>,
+    /// When sharded, the membership Lease's election and the guests announced on it.
+    member: Option<(LeaderElector, Arc<Roster>)>,
     /// Opens once this process may reconcile.
     workers: Gate,
 }
@@ -106,17 +109,26 @@ fn roles(client: &kube::Client, manager: Manager) -> (Replica, Roles) {
         let member = membership::member_name();
         let election = membership::election(&namespace, &ring, &member, manager.lease);
         let joining = LeaderElector::new(client.clone(), election);
+        let roster = Arc::new(Roster::default());
+        tokio::spawn({
+            let (leading, roster) = (leading.clone(), roster.clone());
+            async move {
+                leading.opened().await;
+                roster.set_leads(true);
+            }
+        });
         let sharded = Sharded {
             member,
             members: membership::watch(client.clone(), &namespace, &ring),
             sharding: leading.clone(),
+            roster: roster.clone(),
         };
         let replica = Replica {
             gate: Gate::closed(),
             sharded: Some(sharded),
             lanes: Lanes::of_host(),
         };
-        (replica, Some(joining))
+        (replica, Some((joining, roster)))
     } else {
         let replica = Replica {
             gate: leading.clone(),
@@ -179,8 +191,8 @@ async fn run_host(
     let run = run_warm(host, &started, &warm, &shutdown);
     let mut run = std::pin::pin!(run);
     let mut membership = None;
-    if let Some(joining) = &roles.member {
-        match join(run.as_mut(), joining, &warm, &roles.workers, &shutdown).await? {
+    if let Some(member) = &roles.member {
+        match join(run.as_mut(), member, &warm, &roles.workers, &shutdown).await? {
             ControlFlow::Break(()) => return Ok(ExitCode::SUCCESS),
             ControlFlow::Continue(joined) => membership = Some(joined),
         }
@@ -230,11 +242,12 @@ async fn open_once_listed(observer: Observer, warm: Gate) {
 }
 
 /// Takes the membership Lease of `joining` once `warm` opens (a member takes keys only once
-/// warm: the sharder gives it its share at once), then opens `workers`. Breaks, with the host
-/// run to its end, when the host ends first or shutdown comes before membership.
+/// warm: the sharder gives it its share at once), then opens `workers` and announces on the
+/// Lease the guests `roster` holds until shutdown. Breaks, with the host run to its end, when
+/// the host ends first or shutdown comes before membership.
 async fn join<F>(
     mut run: Pin<&mut F>,
-    joining: &LeaderElector,
+    (joining, roster): &(LeaderElector, Arc<Roster>),
     warm: &Gate,
     workers: &Gate,
     shutdown: &CancellationToken,
@@ -258,6 +271,12 @@ where
         return Ok(ControlFlow::Break(()));
     };
     tracing::info!(member = %joining.config().identity, "joined the shard ring");
+    let election = joining.config();
+    let leases = Api::namespaced(joining.client(), &election.namespace);
+    let publish = roster
+        .clone()
+        .publish(leases, election.name.clone(), shutdown.clone());
+    tokio::spawn(publish);
     workers.let_through();
     Ok(ControlFlow::Continue(joined))
 }

@@ -22,6 +22,7 @@ use tokio::sync::watch as channel;
 use tokio::time::Instant;
 
 use crate::cluster::leader::{self, ElectionConfig, LeaseTimings};
+use crate::shard::roster;
 
 /// The label naming the ring a membership Lease belongs to.
 pub const RING_LABEL: &str = "shard.kubewasm.dev/ring";
@@ -37,6 +38,18 @@ pub fn shard_label(controller: &str) -> String {
 pub fn drain_label(controller: &str) -> String {
     format!("drain.shard.kubewasm.dev/{controller}")
 }
+
+/// A live member of a ring, as its Lease says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Member {
+    /// The guests it runs with their informers synced (see [`crate::shard::roster`]).
+    pub guests: BTreeSet<String>,
+    /// Whether it leads, and so shards every guest it runs.
+    pub leads: bool,
+}
+
+/// The live members of a ring, by name.
+pub type Members = BTreeMap<String, Member>;
 
 /// How often expiries are checked between changes.
 const TICK: Duration = Duration::from_millis(250);
@@ -78,8 +91,8 @@ pub fn election(
 }
 
 /// The live members of `ring` in `namespace`, kept up to date until the receiver is dropped.
-pub fn watch(client: Client, namespace: &str, ring: &str) -> channel::Receiver<BTreeSet<String>> {
-    let (sender, receiver) = channel::channel(BTreeSet::new());
+pub fn watch(client: Client, namespace: &str, ring: &str) -> channel::Receiver<Members> {
+    let (sender, receiver) = channel::channel(Members::new());
     let api: Api<Lease> = Api::namespaced(client, namespace);
     let config = watcher::Config::default().labels(&format!("{RING_LABEL}={ring}"));
     let ring = ring.to_owned();
@@ -139,7 +152,7 @@ pub fn watch(client: Client, namespace: &str, ring: &str) -> channel::Receiver<B
             sender.send_if_modified(|members| {
                 let changed = *members != live;
                 if changed {
-                    tracing::info!(%ring, members = ?live, "ring members changed");
+                    tracing::info!(%ring, members = ?live.keys(), "ring members changed");
                     *members = live;
                 }
                 changed
@@ -156,6 +169,8 @@ const CONFIRM_RETRY: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone)]
 struct Seen {
     spec: LeaseSpec,
+    /// What its annotations announce.
+    member: Member,
     /// When this record was first seen.
     at: Instant,
     version: String,
@@ -206,15 +221,19 @@ impl Leases {
         let name = lease.metadata.name.unwrap_or_default();
         let version = lease.metadata.resource_version.unwrap_or_default();
         let spec = lease.spec.unwrap_or_default();
+        let (guests, leads) = roster::announced(lease.metadata.annotations.as_ref());
+        let member = Member { guests, leads };
         let seen = match self.seen.get(&name) {
             Some(seen) if seen.spec == spec => Seen {
                 // A confirmation holds for the version it read.
                 confirmed: seen.confirmed && seen.version == version,
                 version,
+                member,
                 ..seen.clone()
             },
             _ => Seen {
                 spec,
+                member,
                 at: now,
                 version,
                 confirmed: false,
@@ -226,12 +245,12 @@ impl Leases {
 
     /// The holders of Leases not known to have expired: unexpired, or expired by the watch but
     /// not yet confirmed by a read.
-    fn live(&self, now: Instant) -> BTreeSet<String> {
+    fn live(&self, now: Instant) -> Members {
         self.seen
             .values()
             .filter(|seen| !seen.confirmed || !leader::expired(&seen.spec, seen.at, now))
-            .filter_map(|seen| seen.spec.holder_identity.clone())
-            .filter(|holder| !holder.is_empty())
+            .filter_map(|seen| Some((seen.spec.holder_identity.clone()?, seen.member.clone())))
+            .filter(|(holder, _)| !holder.is_empty())
             .collect()
     }
 
@@ -299,6 +318,10 @@ mod tests {
 
     use super::*;
 
+    fn holders(members: Members) -> BTreeSet<String> {
+        members.into_keys().collect()
+    }
+
     /// A Lease record; each renewal is a new version.
     fn lease(name: &str, holder: &str, seconds: i32, renewals: i32) -> Lease {
         Lease {
@@ -323,14 +346,17 @@ mod tests {
         leases.apply(watcher::Event::Apply(lease("r-a", "a", 15, 0)), start);
         leases.apply(watcher::Event::Apply(lease("r-b", "b", 15, 0)), start);
         leases.apply(watcher::Event::Apply(lease("r-c", "", 1, 0)), start);
-        assert_eq!(leases.live(start), BTreeSet::from(["a".into(), "b".into()]));
+        assert_eq!(
+            holders(leases.live(start)),
+            BTreeSet::from(["a".into(), "b".into()])
+        );
         // a renews; b does not.
         let later = start + Duration::from_secs(10);
         leases.apply(watcher::Event::Apply(lease("r-a", "a", 15, 1)), later);
         leases.apply(watcher::Event::Apply(lease("r-b", "b", 15, 0)), later);
         let expired = start + Duration::from_secs(15);
         leases.confirm("r-b", lease("r-b", "b", 15, 0), expired);
-        assert_eq!(leases.live(expired), BTreeSet::from(["a".into()]));
+        assert_eq!(holders(leases.live(expired)), BTreeSet::from(["a".into()]));
         let names =
             |at| -> Vec<String> { leases.abandoned(at).into_iter().map(|(n, _)| n).collect() };
         assert_eq!(names(expired), ["r-c"], "a released Lease, after 2 s");
@@ -346,7 +372,7 @@ mod tests {
             "a released Lease and one not renewed for 30 s"
         );
         leases.apply(watcher::Event::Delete(lease("r-a", "a", 15, 1)), expired);
-        assert!(leases.live(expired).is_empty());
+        assert!(holders(leases.live(expired)).is_empty());
     }
 
     #[test]
@@ -356,26 +382,51 @@ mod tests {
         leases.apply(watcher::Event::Apply(lease("r-b", "b", 15, 0)), start);
         let expired = start + Duration::from_secs(15);
         let b = BTreeSet::from(["b".to_owned()]);
-        assert_eq!(leases.live(expired), b, "the watch may have stalled");
+        assert_eq!(
+            holders(leases.live(expired)),
+            b,
+            "the watch may have stalled"
+        );
         assert_eq!(leases.unconfirmed(expired), ["r-b"]);
         // The read shows a renewal the watch has not: b is live for another duration.
         leases.confirm("r-b", lease("r-b", "b", 15, 1), expired);
         assert!(leases.unconfirmed(expired).is_empty());
-        assert_eq!(leases.live(expired + Duration::from_secs(14)), b);
+        assert_eq!(holders(leases.live(expired + Duration::from_secs(14))), b);
         let later = expired + Duration::from_secs(15);
         assert_eq!(leases.unconfirmed(later), ["r-b"]);
         // A failed read keeps b and waits before reading again.
         leases.retry_later("r-b", later);
         assert!(leases.unconfirmed(later).is_empty());
-        assert_eq!(leases.live(later), b);
+        assert_eq!(holders(leases.live(later)), b);
         let retry = later + CONFIRM_RETRY;
         assert_eq!(leases.unconfirmed(retry), ["r-b"]);
         leases.confirm("r-b", lease("r-b", "b", 15, 1), retry);
-        assert!(leases.live(retry).is_empty());
+        assert!(holders(leases.live(retry)).is_empty());
         assert!(leases.unconfirmed(retry).is_empty());
         // The watch catching up with the version read changes nothing.
         leases.apply(watcher::Event::Apply(lease("r-b", "b", 15, 1)), retry);
-        assert!(leases.live(retry).is_empty());
+        assert!(holders(leases.live(retry)).is_empty());
+    }
+
+    #[test]
+    fn a_member_runs_the_guests_its_lease_announces() {
+        let now = Instant::now();
+        let mut leases = Leases::default();
+        let mut record = lease("r-a", "a", 15, 0);
+        leases.apply(watcher::Event::Apply(record.clone()), now);
+        assert_eq!(leases.live(now)["a"], Member::default());
+        record.metadata.annotations = Some(BTreeMap::from([(
+            roster::GUESTS_ANNOTATION.to_owned(),
+            "g1,g2".to_owned(),
+        )]));
+        record.metadata.resource_version = Some("7".into());
+        leases.apply(watcher::Event::Apply(record), now + Duration::from_secs(14));
+        let member = &leases.live(now + Duration::from_secs(14))["a"];
+        assert_eq!(member.guests, BTreeSet::from(["g1".into(), "g2".into()]));
+        assert!(
+            !leases.unconfirmed(now + Duration::from_secs(15)).is_empty(),
+            "an announcement is no renewal"
+        );
     }
 
     #[test]

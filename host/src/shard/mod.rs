@@ -6,5 +6,6 @@
 
 pub mod membership;
 pub mod ring;
+pub mod roster;
 pub mod sharder;
 pub mod share;

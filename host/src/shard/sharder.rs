@@ -1,9 +1,11 @@
 //! Sharding: several replicas share each guest's keys. Every replica holds a membership Lease
-//! (see [`crate::shard::membership`]); the replica holding the leader Lease runs the
-//! sharder, which assigns each primary object to a member by consistent hashing of its key
-//! (see [`crate::shard::ring`]) through the label `shard.kubewasm.dev/<guest>=<member>`, and
-//! labels each object a primary controls like its owner. A replica watches only the objects
-//! labelled for it.
+//! (see [`crate::shard::membership`]) that announces the guests it runs with their informers
+//! synced (see [`crate::shard::roster`]): a guest's ring is the members that announce it. The
+//! sharder of a guest runs on the replica that leads, if it runs the guest, else on the first
+//! member of the guest's ring; it assigns each primary object to a member of the ring by
+//! consistent hashing of its key (see [`crate::shard::ring`]) through the label
+//! `shard.kubewasm.dev/<guest>=<member>`, and labels each object a primary controls like its
+//! owner. A replica watches only the objects labelled for it.
 //!
 //! Handover, for a key K held by member A that the ring now gives to B:
 //! 1. the sharder adds `drain.shard.kubewasm.dev/<guest>` to K;
@@ -14,8 +16,10 @@
 //!    it labels K itself, so that B finds them in its cache when K arrives;
 //! 4. B's watch delivers K, and B reconciles it.
 //!
-//! A member whose Lease expires or is released (it stopped after its reconciles ended) holds
-//! nothing: its keys are labelled for their new members at once, without drain.
+//! A member whose Lease expires or is released (it stopped after its reconciles ended), or that
+//! withdrew the guest (its controller of the guest stopped), holds nothing: its keys are
+//! labelled for their new members at once, without drain. A key is never labelled or drained
+//! for a member that does not announce its guest.
 //!
 //! Guarantees: every label write of the sharder names the `resourceVersion` it decided on, so
 //! it never acts on a state it has not seen; a key is labelled for a member only while it has no
@@ -46,8 +50,9 @@ use crate::cluster::gate::Gate;
 use crate::cluster::selection::Selection;
 use crate::cluster::watch::Resources;
 use crate::histogram::{Histogram, exponential};
-use crate::shard::membership;
+use crate::shard::membership::{self, Members};
 use crate::shard::ring::Ring;
+use crate::shard::roster::Roster;
 
 /// Label writes in flight at once.
 const WRITES_AT_ONCE: usize = 32;
@@ -72,9 +77,34 @@ pub struct Sharded {
     /// Its member name.
     pub member: String,
     /// The ring's live members.
-    pub members: watch::Receiver<BTreeSet<String>>,
-    /// Opens once this replica runs the sharder (it holds the leader Lease).
+    pub members: watch::Receiver<Members>,
+    /// Opens once this replica leads: it then shards every guest it runs.
     pub sharding: Gate,
+    /// The guests this member announces.
+    pub roster: Arc<Roster>,
+}
+
+impl Sharded {
+    /// Whether this replica shards `guest` while the members are `members`: it leads, or no
+    /// member that leads announces the guest and this one is the first of the guest's ring.
+    fn shards(&self, members: &Members, guest: &str) -> bool {
+        if self.sharding.is_open() {
+            return true;
+        }
+        let led = members
+            .values()
+            .any(|m| m.leads && m.guests.contains(guest));
+        !led && ring_of(members, guest).first() == Some(&self.member)
+    }
+}
+
+/// The members of `guest`'s ring: those that announce it.
+fn ring_of(members: &Members, guest: &str) -> BTreeSet<String> {
+    members
+        .iter()
+        .filter(|(_, m)| m.guests.contains(guest))
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// What the sharder of one guest did.
@@ -187,26 +217,56 @@ enum Source {
     Owned(usize),
 }
 
-/// Shards `guest` while `sharding` is open, until `stop` is cancelled.
+/// Shards `guest` while this replica is its sharder (see [`Sharded::shards`]), until `stop` is
+/// cancelled.
 pub async fn run(
     guest: Guest,
     resources: Arc<Resources>,
-    members: watch::Receiver<BTreeSet<String>>,
-    sharding: Gate,
+    sharded: Sharded,
     stats: Arc<ShardStats>,
     stop: CancellationToken,
 ) {
-    tokio::select! {
-        () = sharding.opened() => {}
-        () = stop.cancelled() => return,
+    let mut members = sharded.members.clone();
+    loop {
+        if !until_sharder(&guest.name, &sharded, &mut members, &stop).await {
+            return;
+        }
+        let started = Sharder::start(&guest, &resources, members.clone(), &stats, &stop).await;
+        let Some(mut sharder) = started else {
+            return;
+        };
+        tracing::info!(guest = %guest.name, "sharding");
+        loop {
+            if !sharder.wait().await {
+                return;
+            }
+            if !sharder.catch_up(&sharded) {
+                tracing::info!(guest = %guest.name, "no longer sharding: another member does");
+                break;
+            }
+            sharder.write().await;
+        }
     }
-    let Some(mut sharder) = Sharder::start(guest, resources, members, stats, stop).await else {
-        return;
-    };
-    tracing::info!(guest = %sharder.guest, "sharding");
-    while sharder.wait().await {
-        sharder.catch_up();
-        sharder.write().await;
+}
+
+/// Waits until this replica shards `guest`: `false` when `stop` is cancelled first or the
+/// members are no longer published.
+async fn until_sharder(
+    guest: &str,
+    sharded: &Sharded,
+    members: &mut watch::Receiver<Members>,
+    stop: &CancellationToken,
+) -> bool {
+    loop {
+        if sharded.shards(&members.borrow_and_update(), guest) {
+            return true;
+        }
+        let leading = sharded.sharding.is_open();
+        tokio::select! {
+            changed = members.changed() => if changed.is_err() { return false },
+            () = sharded.sharding.opened(), if !leading => {}
+            () = stop.cancelled() => return false,
+        }
     }
 }
 
@@ -224,7 +284,7 @@ struct Sharder {
     /// The guest's name.
     guest: String,
     resources: Arc<Resources>,
-    members: watch::Receiver<BTreeSet<String>>,
+    members: watch::Receiver<Members>,
     stats: Arc<ShardStats>,
     stop: CancellationToken,
     events: SelectAll<Events>,
@@ -237,11 +297,11 @@ impl Sharder {
     /// Resolves the kind of every selection of `guest`, primaries first, and watches it.
     /// `None` when `stop` is cancelled first, or when the guest has no primary selection.
     async fn start(
-        guest: Guest,
-        resources: Arc<Resources>,
-        members: watch::Receiver<BTreeSet<String>>,
-        stats: Arc<ShardStats>,
-        stop: CancellationToken,
+        guest: &Guest,
+        resources: &Arc<Resources>,
+        members: watch::Receiver<Members>,
+        stats: &Arc<ShardStats>,
+        stop: &CancellationToken,
     ) -> Option<Self> {
         let label = membership::shard_label(&guest.name);
         let drain = membership::drain_label(&guest.name);
@@ -262,7 +322,7 @@ impl Sharder {
         let mut primary = None;
         for (source, selection) in sources {
             let (resource, namespaced) =
-                resolve(&guest.name, &resources, &selection.kind, &stop).await?;
+                resolve(&guest.name, resources, &selection.kind, stop).await?;
             if matches!(source, Source::Primary(_)) {
                 primary = Some(Primary {
                     kind: selection.kind.clone(),
@@ -275,11 +335,11 @@ impl Sharder {
         }
         let primary = primary?;
         Some(Self {
-            guest: guest.name,
-            resources,
+            guest: guest.name.clone(),
+            resources: resources.clone(),
             members,
-            stats,
-            stop,
+            stats: stats.clone(),
+            stop: stop.clone(),
             events: stream::select_all(streams),
             kinds,
             state: State::new(label, drain, primary),
@@ -303,16 +363,22 @@ impl Sharder {
         true
     }
 
-    /// Takes the ring's members as they are now, then every event that is ready.
-    fn catch_up(&mut self) {
+    /// Takes the guest's ring as it is now, then every event that is ready; `false` when this
+    /// replica no longer shards the guest.
+    fn catch_up(&mut self, sharded: &Sharded) -> bool {
+        let members = self.members.borrow_and_update().clone();
+        if !sharded.shards(&members, &self.guest) {
+            return false;
+        }
         self.state
-            .ring(&self.members.borrow_and_update(), &self.stats);
+            .ring(&ring_of(&members, &self.guest), &self.stats);
         // Take what else is ready before writing.
         while let Some(Some((source, event))) = self.events.next().now_or_never() {
             if let Ok(event) = event {
                 self.state.apply(source, event);
             }
         }
+        true
     }
 
     /// Decides and sends the label writes, children first; a failed write's object is decided

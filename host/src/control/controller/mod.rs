@@ -29,6 +29,7 @@ use crate::control::apply::ClusterBackend;
 use crate::control::finalizer::{self, FinalizerError, Step};
 use crate::control::queue::WorkQueue;
 use crate::control::tally::{Blame, Counters, Tally};
+use crate::shard::roster::Entry as Announcement;
 use crate::shard::sharder::ShardStats;
 use crate::shard::share::Share;
 use crate::wasm::backend::Scope;
@@ -107,8 +108,10 @@ pub struct Controller {
     /// have left a label selector, and is looked up live once. Filled only when the primary
     /// selection has a label selector.
     gone_holding: Arc<Mutex<HashSet<ObjectKey>>>,
-    /// Open while this replica may reconcile.
+    /// Open while this replica may reconcile; when sharded, once the guest is announced.
     gate: Gate,
+    /// When sharded: the guest's announcement in its ring, left once the workers end.
+    entry: Mutex<Option<Announcement>>,
     /// This replica's share of the keys, when sharded.
     share: Option<Arc<Share>>,
     /// The primary selections as declared: without the share's label.
@@ -240,6 +243,8 @@ impl Controller {
             .lock()
             .expect("subscriptions lock")
             .clear();
+        // The workers have ended: the guest may be withdrawn, and its keys moved at once.
+        self.entry.lock().expect("entry lock").take();
     }
 
     /// The cached primary object with this key.

@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use super::{Controller, Settings};
 use crate::cluster::cache::{Change, ObjectKey};
+use crate::cluster::gate::Gate;
 use crate::cluster::selection::Selection;
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::view::View;
@@ -104,6 +105,7 @@ impl Controller {
             )
             .with_instances(settings.limits.instances),
         );
+        let settings_name = settings.name.clone();
         let controller = Arc::new(Self {
             queue: Arc::new(WorkQueue::new(settings.queue, replica.lanes.clone())),
             unmapped: WorkQueue::new(settings.queue, replica.lanes.clone()),
@@ -120,7 +122,16 @@ impl Controller {
             counters: Counters::default(),
             finalizing: Mutex::default(),
             gone_holding: Arc::default(),
-            gate: replica.gate.clone(),
+            gate: match &replica.sharded {
+                Some(_) => Gate::closed(),
+                None => replica.gate.clone(),
+            },
+            entry: Mutex::new(
+                replica
+                    .sharded
+                    .as_ref()
+                    .map(|s| s.roster.enter(&settings_name)),
+            ),
             share,
             declared: declared.primaries.clone(),
             shard_stats: Arc::default(),
@@ -134,11 +145,11 @@ impl Controller {
             tasks.spawn(sharder::run(
                 guest,
                 resources,
-                sharded.members.clone(),
-                sharded.sharding.clone(),
+                sharded.clone(),
                 controller.shard_stats.clone(),
                 controller.stop.clone(),
             ));
+            tasks.spawn(controller.clone().announce(replica.gate.clone()));
         }
         controller.subscribe_primaries(&module);
         let primary = module.metadata.primary.kind.clone();
@@ -148,6 +159,34 @@ impl Controller {
         tasks.spawn(children);
         controller.spawn_tasks(tasks, &module);
         controller
+    }
+
+    /// On a sharded replica: once `joined` opens and every informer the guest reads has listed,
+    /// announces the guest in its ring and opens the workers' gate once the announcement is
+    /// written, so that the sharder gives this member keys only once it can reconcile them.
+    async fn announce(self: Arc<Self>, joined: Gate) {
+        let synced = async {
+            joined.opened().await;
+            for informer in &self.readable {
+                informer.synced().await;
+            }
+        };
+        tokio::select! {
+            () = synced => {}
+            () = self.stop.cancelled() => return,
+        }
+        let announced = {
+            let mut entry = self.entry.lock().expect("entry lock");
+            let Some(entry) = entry.as_mut() else {
+                return;
+            };
+            entry.ready();
+            entry.announced()
+        };
+        tokio::select! {
+            () = announced.opened() => self.gate.let_through(),
+            () = self.stop.cancelled() => {}
+        }
     }
 
     /// Subscribes the trigger of each primary view: a change queues its key, a drained object

@@ -713,7 +713,13 @@ impl Shared {
         mut settings: Settings,
         started: Instant,
     ) -> Loaded {
-        // The old guest stays listed while it drains.
+        // The old guest stays listed while it drains, and announced in its ring: the new one
+        // takes its keys over.
+        let _announced = self
+            .replica
+            .sharded
+            .as_ref()
+            .map(|s| s.roster.hold(controller.name()));
         controller.shut_down().await;
         let old = controller.module();
         if old.metadata.primary == module.metadata.primary

@@ -1,0 +1,392 @@
+//! The guests a member announces: a member is in a guest's ring only while it runs the guest
+//! with its informers synced. The names are written on the member's own Lease, in the
+//! annotation `shard.kubewasm.dev/guests` (comma-separated), with `shard.kubewasm.dev/leads`
+//! while the replica leads.
+//!
+//! Guarantees: a guest is announced only once one of its controllers has every informer
+//! synced, and withdrawn only once none of its controllers runs (their workers ended), so the
+//! sharder may move a withdrawn guest's keys without drain. A guest withdrawn is announced
+//! again only after [`QUARANTINE`], so that a sharder that has not yet seen the withdrawal
+//! moves no key from under a new controller of it. A controller reconciles only once its guest
+//! is announced: its [`Entry::announced`] gate opens once the Lease says so. A controller that
+//! replaces another of the same guest (see [`Roster::hold`]) finds it announced and keeps it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::gate::Gate;
+
+/// The annotation of a membership Lease naming the guests its member announces.
+pub const GUESTS_ANNOTATION: &str = "shard.kubewasm.dev/guests";
+
+/// The annotation of a membership Lease whose member leads: it shards the guests it runs.
+pub const LEADS_ANNOTATION: &str = "shard.kubewasm.dev/leads";
+
+/// How long a withdrawn guest waits before it is announced again.
+pub const QUARANTINE: Duration = Duration::from_secs(10);
+
+/// The longest pause between two failed writes of the announcement.
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// The guests a member announces; shared by its controllers and its publisher.
+#[derive(Default)]
+pub struct Roster {
+    names: Mutex<Names>,
+    changed: Notify,
+}
+
+/// What is announced and what the controllers want announced.
+#[derive(Default)]
+struct Names {
+    guests: BTreeMap<String, Guest>,
+    leads: bool,
+    /// What the Lease says, as last written.
+    written: BTreeSet<String>,
+    written_leads: bool,
+}
+
+/// One guest's controllers on this replica.
+#[derive(Default)]
+struct Guest {
+    /// Controllers running it, and holds across a replacement.
+    holders: usize,
+    /// Controllers with every informer synced.
+    ready: usize,
+    /// When it was last withdrawn.
+    withdrawn: Option<Instant>,
+    /// Gates of ready controllers, opened once the guest is announced.
+    waiting: Vec<Gate>,
+}
+
+/// One controller's place in its guest's announcement.
+pub struct Entry {
+    roster: Arc<Roster>,
+    guest: String,
+    ready: bool,
+    announced: Gate,
+}
+
+/// Keeps a guest announced while its controller is replaced by another.
+pub struct Hold {
+    roster: Arc<Roster>,
+    guest: String,
+}
+
+impl Roster {
+    /// Enters a controller of `guest`: not ready yet.
+    pub fn enter(self: &Arc<Self>, guest: &str) -> Entry {
+        self.update(|names| names.guests.entry(guest.to_owned()).or_default().holders += 1);
+        Entry {
+            roster: self.clone(),
+            guest: guest.to_owned(),
+            ready: false,
+            announced: Gate::closed(),
+        }
+    }
+
+    /// Keeps `guest` announced, if it is, until the hold is dropped.
+    pub fn hold(self: &Arc<Self>, guest: &str) -> Hold {
+        self.update(|names| names.guests.entry(guest.to_owned()).or_default().holders += 1);
+        Hold {
+            roster: self.clone(),
+            guest: guest.to_owned(),
+        }
+    }
+
+    /// Says whether this replica leads.
+    pub fn set_leads(&self, leads: bool) {
+        self.update(|names| names.leads = leads);
+    }
+
+    /// Writes the announcement on the Lease `lease` until `stop` is cancelled: at once and on
+    /// every change; a failed write is retried after a pause that doubles up to 30 s.
+    pub async fn publish(self: Arc<Self>, api: Api<Lease>, lease: String, stop: CancellationToken) {
+        let mut pause = Duration::from_secs(1);
+        loop {
+            let notified = self.changed.notified();
+            let (wanted, leads, wake) = self.wanted(Instant::now());
+            if self.differs(&wanted, leads) {
+                match write(&api, &lease, &wanted, leads).await {
+                    Ok(()) => {
+                        self.written(wanted, leads, Instant::now());
+                        pause = Duration::from_secs(1);
+                        continue;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%lease, %error, retry_in = ?pause, "announcing the guests this member runs");
+                        tokio::select! {
+                            () = tokio::time::sleep(pause) => {}
+                            () = stop.cancelled() => return,
+                        }
+                        pause = (pause * 2).min(RETRY_MAX);
+                        continue;
+                    }
+                }
+            }
+            tokio::select! {
+                () = notified => {}
+                () = sleep_until(wake) => {}
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Names)) {
+        change(&mut self.names.lock().unwrap_or_else(PoisonError::into_inner));
+        self.changed.notify_one();
+    }
+
+    /// The guests to announce at `now`, whether this replica leads, and when a guest waiting
+    /// out its quarantine may be announced.
+    fn wanted(&self, now: Instant) -> (BTreeSet<String>, bool, Option<Instant>) {
+        let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        let (wanted, wake) = names.wanted(now);
+        (wanted, names.leads, wake)
+    }
+
+    fn differs(&self, wanted: &BTreeSet<String>, leads: bool) -> bool {
+        let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        names.written != *wanted || names.written_leads != leads
+    }
+
+    /// Takes in that the Lease says `written` and `leads` since `now`.
+    fn written(&self, written: BTreeSet<String>, leads: bool, now: Instant) {
+        let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        names.written_now(written, leads, now);
+    }
+}
+
+impl Names {
+    /// The guests to announce at `now`: those announced that still run, and those with a
+    /// synced controller that are not in quarantine; and when the first quarantine ends.
+    fn wanted(&self, now: Instant) -> (BTreeSet<String>, Option<Instant>) {
+        let mut wanted = BTreeSet::new();
+        let mut wake: Option<Instant> = None;
+        for (name, guest) in &self.guests {
+            if guest.holders == 0 {
+                continue;
+            }
+            if self.written.contains(name) {
+                wanted.insert(name.clone());
+                continue;
+            }
+            if guest.ready == 0 {
+                continue;
+            }
+            match guest.withdrawn.map(|at| at + QUARANTINE) {
+                Some(until) if until > now => wake = Some(wake.map_or(until, |w| w.min(until))),
+                _ => {
+                    wanted.insert(name.clone());
+                }
+            }
+        }
+        (wanted, wake)
+    }
+
+    /// Takes in that the Lease says `written` and `leads` since `now`: a guest no longer
+    /// written is withdrawn then, and the gates of those written open.
+    fn written_now(&mut self, written: BTreeSet<String>, leads: bool, now: Instant) {
+        for name in self.written.difference(&written) {
+            if let Some(guest) = self.guests.get_mut(name) {
+                guest.withdrawn = Some(now);
+            }
+        }
+        for name in &written {
+            if let Some(guest) = self.guests.get_mut(name) {
+                guest.waiting.drain(..).for_each(|gate| gate.let_through());
+            }
+        }
+        // A guest no longer run is remembered through its quarantine.
+        self.guests.retain(|_, guest| {
+            guest.holders > 0 || guest.withdrawn.is_some_and(|at| now < at + QUARANTINE)
+        });
+        self.written = written;
+        self.written_leads = leads;
+    }
+}
+
+impl Entry {
+    /// Says that the controller has every informer synced: its guest may be announced.
+    pub fn ready(&mut self) {
+        if std::mem::replace(&mut self.ready, true) {
+            return;
+        }
+        let gate = self.announced.clone();
+        self.roster.update(|names| {
+            let announced = names.written.contains(&self.guest);
+            let guest = names.guests.entry(self.guest.clone()).or_default();
+            guest.ready += 1;
+            if announced {
+                gate.let_through();
+            } else {
+                guest.waiting.push(gate);
+            }
+        });
+    }
+
+    /// Opens once the Lease announces the guest, after [`Entry::ready`].
+    pub fn announced(&self) -> Gate {
+        self.announced.clone()
+    }
+}
+
+/// Leaving: once the controller's workers have ended (they hold it), the guest is withdrawn
+/// unless another controller of it runs or holds it.
+impl Drop for Entry {
+    fn drop(&mut self) {
+        let ready = self.ready;
+        self.roster.update(|names| {
+            if let Some(guest) = names.guests.get_mut(&self.guest) {
+                guest.holders = guest.holders.saturating_sub(1);
+                if ready {
+                    guest.ready = guest.ready.saturating_sub(1);
+                }
+            }
+        });
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.roster.update(|names| {
+            if let Some(guest) = names.guests.get_mut(&self.guest) {
+                guest.holders = guest.holders.saturating_sub(1);
+            }
+        });
+    }
+}
+
+/// Writes `guests` and `leads` on the Lease `lease`.
+async fn write(
+    api: &Api<Lease>,
+    lease: &str,
+    guests: &BTreeSet<String>,
+    leads: bool,
+) -> Result<(), kube::Error> {
+    let guests = (!guests.is_empty()).then(|| guests.iter().cloned().collect::<Vec<_>>().join(","));
+    let patch = json!({ "metadata": { "annotations": {
+        GUESTS_ANNOTATION: guests,
+        LEADS_ANNOTATION: leads.then_some("true"),
+    } } });
+    api.patch(lease, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+}
+
+/// The guests a Lease's annotations announce, and whether its member leads.
+pub fn announced(annotations: Option<&BTreeMap<String, String>>) -> (BTreeSet<String>, bool) {
+    let Some(annotations) = annotations else {
+        return (BTreeSet::new(), false);
+    };
+    let guests = annotations
+        .get(GUESTS_ANNOTATION)
+        .map(|names| {
+            names
+                .split(',')
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let leads = annotations
+        .get(LEADS_ANNOTATION)
+        .is_some_and(|v| v == "true");
+    (guests, leads)
+}
+
+async fn sleep_until(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(roster: &Roster) -> std::sync::MutexGuard<'_, Names> {
+        roster.names.lock().unwrap()
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_guest_is_announced_once_synced_and_withdrawn_once_no_controller_runs_it() {
+        let roster = Arc::new(Roster::default());
+        let now = Instant::now();
+        let mut entry = roster.enter("a");
+        assert!(roster.wanted(now).0.is_empty(), "not synced yet");
+        entry.ready();
+        assert_eq!(roster.wanted(now).0, set(&["a"]));
+        assert!(!entry.announced().is_open(), "not written yet");
+        roster.written(set(&["a"]), false, now);
+        assert!(entry.announced().is_open());
+        drop(entry);
+        assert!(roster.wanted(now).0.is_empty());
+        roster.written(BTreeSet::new(), false, now);
+        assert_eq!(names(&roster).guests["a"].withdrawn, Some(now));
+    }
+
+    #[test]
+    fn a_withdrawn_guest_is_announced_again_only_after_its_quarantine() {
+        let roster = Arc::new(Roster::default());
+        let now = Instant::now();
+        let mut first = roster.enter("a");
+        first.ready();
+        roster.written(set(&["a"]), false, now);
+        drop(first);
+        roster.written(BTreeSet::new(), false, now);
+        let mut second = roster.enter("a");
+        second.ready();
+        let (wanted, _, wake) = roster.wanted(now);
+        assert!(wanted.is_empty());
+        assert_eq!(wake, Some(now + QUARANTINE));
+        assert!(!second.announced().is_open());
+        assert_eq!(roster.wanted(now + QUARANTINE).0, set(&["a"]));
+        roster.written(set(&["a"]), false, now + QUARANTINE);
+        assert!(second.announced().is_open());
+    }
+
+    #[test]
+    fn a_replaced_controller_keeps_its_guest_announced_under_a_hold() {
+        let roster = Arc::new(Roster::default());
+        let now = Instant::now();
+        let mut old = roster.enter("a");
+        old.ready();
+        roster.written(set(&["a"]), false, now);
+        let hold = roster.hold("a");
+        drop(old);
+        let mut new = roster.enter("a");
+        drop(hold);
+        assert_eq!(
+            roster.wanted(now).0,
+            set(&["a"]),
+            "announced while replaced"
+        );
+        new.ready();
+        assert!(new.announced().is_open(), "the guest is announced already");
+    }
+
+    #[test]
+    fn announcements_are_read_back_from_annotations() {
+        let (guests, leads) = announced(None);
+        assert!(guests.is_empty() && !leads);
+        let annotations = BTreeMap::from([
+            (GUESTS_ANNOTATION.to_owned(), "a,b".to_owned()),
+            (LEADS_ANNOTATION.to_owned(), "true".to_owned()),
+        ]);
+        assert_eq!(announced(Some(&annotations)), (set(&["a", "b"]), true));
+    }
+}
