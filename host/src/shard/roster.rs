@@ -17,8 +17,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
-use serde_json::json;
+use kube::api::PostParams;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -265,21 +264,37 @@ impl Drop for Hold {
     }
 }
 
-/// Writes `guests` and `leads` on the Lease `lease`.
+/// Writes `guests` and `leads` on the Lease `lease`, read and replaced at the version read (the
+/// verbs the election needs already); a conflict with a renewal reads it again.
 async fn write(
     api: &Api<Lease>,
     lease: &str,
     guests: &BTreeSet<String>,
     leads: bool,
 ) -> Result<(), kube::Error> {
-    let guests = (!guests.is_empty()).then(|| guests.iter().cloned().collect::<Vec<_>>().join(","));
-    let patch = json!({ "metadata": { "annotations": {
-        GUESTS_ANNOTATION: guests,
-        LEADS_ANNOTATION: leads.then_some("true"),
-    } } });
-    api.patch(lease, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
+    /// Conflicts a write survives: renewals come once per retry period.
+    const ATTEMPTS: u32 = 5;
+    let mut attempt = 1;
+    loop {
+        let mut record = api.get(lease).await?;
+        let annotations = record.metadata.annotations.get_or_insert_default();
+        annotations.remove(GUESTS_ANNOTATION);
+        annotations.remove(LEADS_ANNOTATION);
+        if !guests.is_empty() {
+            let names: Vec<&str> = guests.iter().map(String::as_str).collect();
+            annotations.insert(GUESTS_ANNOTATION.to_owned(), names.join(","));
+        }
+        if leads {
+            annotations.insert(LEADS_ANNOTATION.to_owned(), "true".to_owned());
+        }
+        match api.replace(lease, &PostParams::default(), &record).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.is_conflict() && attempt < ATTEMPTS => {
+                attempt += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    }
 }
 
 /// The guests a Lease's annotations announce, and whether its member leads.

@@ -923,6 +923,50 @@ mod tests {
         (Source::Owned(0), key)
     }
 
+    fn members(of: &[(&str, &[&str], bool)]) -> Members {
+        of.iter()
+            .map(|(name, guests, leads)| {
+                let guests = guests.iter().map(|g| (*g).to_owned()).collect();
+                let member = membership::Member {
+                    guests,
+                    leads: *leads,
+                };
+                ((*name).to_owned(), member)
+            })
+            .collect()
+    }
+
+    fn replica(member: &str, leads: bool) -> Sharded {
+        Sharded {
+            member: member.to_owned(),
+            members: watch::channel(Members::new()).1,
+            sharding: if leads { Gate::open() } else { Gate::closed() },
+            roster: Arc::default(),
+        }
+    }
+
+    #[test]
+    fn a_guest_is_sharded_by_the_leader_if_it_runs_it_else_by_the_first_of_its_ring() {
+        let ring = members(&[
+            ("a", &["g"], true),
+            ("b", &["g", "h"], false),
+            ("c", &["h"], false),
+        ]);
+        assert!(replica("a", true).shards(&ring, "g"));
+        assert!(!replica("b", false).shards(&ring, "g"), "the leader runs g");
+        assert!(
+            replica("b", false).shards(&ring, "h"),
+            "b is the first of h's ring"
+        );
+        assert!(!replica("c", false).shards(&ring, "h"));
+        assert_eq!(
+            ring_of(&ring, "h"),
+            BTreeSet::from(["b".into(), "c".into()])
+        );
+        assert!(ring_of(&ring, "x").is_empty());
+        assert!(!replica("c", false).shards(&ring, "x"), "nobody runs x");
+    }
+
     #[test]
     fn a_write_that_keeps_failing_waits_twice_as_long_each_time_up_to_five_minutes() {
         let mut retries = Retries::default();

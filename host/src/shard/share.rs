@@ -5,8 +5,14 @@
 //! (the only one, by the queue's exclusion) removes the shard and drain labels instead of
 //! reconciling. From then on the key is not this replica's: its leaving the cache is no
 //! deletion, and nothing queued for it runs.
+//!
+//! A removal that got no answer, or met a conflict, may have landed (a conflict may be the
+//! answer to a retry of one that did): the key stays handed over, and its removal is sent again
+//! while the cache still shows the drain label, on the version the cache shows. A key handed over that the cache shows
+//! labelled for this member without the drain label came back (a relist hid its leaving): it
+//! is in the share again.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -22,8 +28,9 @@ pub struct Share {
     label: String,
     /// `drain.shard.kubewasm.dev/<guest>`.
     drain: String,
-    /// Keys handed over whose leaving the cache is still to come.
-    released: Mutex<HashSet<ObjectKey>>,
+    /// Keys handed over whose leaving the cache is still to come, each with whether the write
+    /// that removed its labels may not have landed.
+    released: Mutex<HashMap<ObjectKey, bool>>,
     /// Keys deleted while in the share, still to be reconciled as gone.
     gone: Mutex<HashSet<ObjectKey>>,
     /// Keys handed over so far.
@@ -35,7 +42,8 @@ pub struct Share {
 pub enum Claim<'a> {
     /// Reconcile it: it is in the share, or was deleted while in it.
     Ours,
-    /// Hand it over, cached as this: the sharder drains it.
+    /// Hand it over, cached as this: the sharder drains it, or its last handover may not have
+    /// landed.
     HandOver(&'a CachedObject),
     /// Drop it: handed over already, and the cache has not caught up.
     Released,
@@ -91,9 +99,18 @@ impl Share {
 
     /// What to do with `key`, dequeued while the cache holds `object` for it.
     pub fn claim<'a>(&self, key: &ObjectKey, object: Option<&'a CachedObject>) -> Claim<'a> {
-        if self.released.lock().expect("released lock").contains(key) {
-            return Claim::Released;
+        let mut released = self.released.lock().expect("released lock");
+        if let Some(&uncertain) = released.get(key) {
+            return match object {
+                Some(cached) if self.draining(cached) && uncertain => Claim::HandOver(cached),
+                Some(cached) if !self.draining(cached) => {
+                    released.remove(key);
+                    Claim::Ours
+                }
+                _ => Claim::Released,
+            };
         }
+        drop(released);
         match object {
             Some(cached) if self.draining(cached) => Claim::HandOver(cached),
             Some(_) => Claim::Ours,
@@ -115,7 +132,13 @@ impl Share {
             return None;
         }
         let key = old.key();
-        if self.released.lock().expect("released lock").remove(&key) {
+        if self
+            .released
+            .lock()
+            .expect("released lock")
+            .remove(&key)
+            .is_some()
+        {
             return Some(false);
         }
         self.gone.lock().expect("gone lock").insert(key);
@@ -128,11 +151,19 @@ impl Share {
         self.released
             .lock()
             .expect("released lock")
-            .insert(key.clone());
+            .insert(key.clone(), false);
     }
 
-    /// Takes `key` back after its handover did not happen (the write failed, or the object
-    /// was deleted meanwhile).
+    /// Notes that the write handing `key` over may have landed (no answer, or a conflict): the
+    /// key stays handed over, and the write is sent again while the cache shows it draining.
+    pub fn uncertain(&self, key: &ObjectKey) {
+        if let Some(uncertain) = self.released.lock().expect("released lock").get_mut(key) {
+            *uncertain = true;
+        }
+    }
+
+    /// Takes `key` back after its handover did not happen (the write was refused, or the
+    /// object was deleted meanwhile).
     pub fn keep(&self, key: &ObjectKey) {
         self.released.lock().expect("released lock").remove(key);
     }
@@ -155,5 +186,87 @@ impl Share {
     /// Ends the record of `key` as deleted, once reconciled.
     pub fn settle(&self, key: &ObjectKey) {
         self.gone.lock().expect("gone lock").remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::DynamicObject;
+
+    use super::*;
+
+    /// The object `name`, labelled for member `m1` of the guest `g`, and drained if `draining`.
+    fn cached(name: &str, version: &str, draining: bool) -> CachedObject {
+        let mut labels = serde_json::json!({ "shard.kubewasm.dev/g": "m1" });
+        if draining {
+            labels["drain.shard.kubewasm.dev/g"] = "true".into();
+        }
+        let object: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name, "namespace": "ns", "resourceVersion": version, "labels": labels,
+            },
+        }))
+        .unwrap();
+        CachedObject::new(object)
+    }
+
+    fn left(share: &Share, old: &CachedObject) -> Option<bool> {
+        let change = Change {
+            old: Some(std::sync::Arc::new(old.clone())),
+            new: None,
+            initial: false,
+        };
+        let selection = Selection {
+            kind: kube::api::GroupVersionKind::gvk("", "v1", "ConfigMap"),
+            namespace: Some("ns".into()),
+            selector: Some(share.narrow(None)),
+        };
+        share.left(&change, &selection)
+    }
+
+    #[test]
+    fn a_handover_without_answer_is_sent_again_while_draining_and_its_leaving_is_no_deletion() {
+        let share = Share::new("g", "m1");
+        let drained = cached("a", "1", true);
+        let key = drained.key();
+        assert!(matches!(
+            share.claim(&key, Some(&drained)),
+            Claim::HandOver(_)
+        ));
+        share.release(&key);
+        share.uncertain(&key);
+        // The cache has not caught up: the removal is sent again.
+        assert!(matches!(
+            share.claim(&key, Some(&drained)),
+            Claim::HandOver(_)
+        ));
+        // It had landed: the object leaves the share without being reconciled as gone.
+        assert_eq!(left(&share, &drained), Some(false));
+        assert!(matches!(share.claim(&key, None), Claim::Elsewhere));
+    }
+
+    #[test]
+    fn a_handover_answered_waits_for_the_cache() {
+        let share = Share::new("g", "m1");
+        let drained = cached("a", "1", true);
+        let key = drained.key();
+        share.release(&key);
+        assert!(matches!(share.claim(&key, Some(&drained)), Claim::Released));
+        assert!(matches!(share.claim(&key, None), Claim::Released));
+    }
+
+    #[test]
+    fn a_key_handed_over_that_comes_back_unseen_is_in_the_share_again() {
+        let share = Share::new("g", "m1");
+        let drained = cached("a", "1", true);
+        let key = drained.key();
+        share.release(&key);
+        // A relist shows it labelled for this member again, without drain.
+        let back = cached("a", "5", false);
+        assert!(matches!(share.claim(&key, Some(&back)), Claim::Ours));
+        assert!(matches!(share.claim(&key, Some(&back)), Claim::Ours));
+        assert_eq!(left(&share, &back), Some(true), "its deletion is one again");
     }
 }

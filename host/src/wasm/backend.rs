@@ -50,6 +50,18 @@ pub enum CallError {
     Unavailable(String),
 }
 
+impl CallError {
+    /// Whether the request got no answer that says it did not take effect: the API server
+    /// was not reached in time, or failed (a 5xx), so it may have.
+    pub fn unanswered(&self) -> bool {
+        match self {
+            CallError::Unavailable(_) => true,
+            CallError::Api { code, .. } => *code >= 500,
+            CallError::Denied(_) | CallError::Invalid(_) => false,
+        }
+    }
+}
+
 impl From<kube::Error> for CallError {
     fn from(error: kube::Error) -> Self {
         match error {

@@ -7,6 +7,7 @@ use super::Controller;
 use crate::cluster::cache::{CachedObject, ObjectKey};
 use crate::shard::sharder::ShardStats;
 use crate::shard::share::{Claim, Share};
+use crate::wasm::backend::CallError;
 use crate::wasm::bindings::types::Reason;
 
 impl Controller {
@@ -52,7 +53,8 @@ impl Controller {
     /// by the one worker holding the key, so no reconcile of it runs here meanwhile. The write
     /// names the cached version: a stale copy (the key handed over already, and maybe assigned
     /// to another member) never removes the new member's label. A failed write is retried
-    /// with the key's backoff, from the cache as it is then.
+    /// with the key's backoff, from the cache as it is then; one that got no answer or met a
+    /// conflict leaves the key handed over (it may have landed: see [`Share`]).
     async fn hand_over(
         &self,
         share: &Share,
@@ -75,7 +77,11 @@ impl Controller {
                 self.queue.forget(key);
             }
             Err(error) => {
-                share.keep(key);
+                if error.unanswered() || matches!(error, CallError::Api { code: 409, .. }) {
+                    share.uncertain(key);
+                } else {
+                    share.keep(key);
+                }
                 let delay = self.queue.add_rate_limited(key.clone(), Reason::Requeue);
                 tracing::warn!(guest = %self.settings.name, %key, retry_in = ?delay, %error, "handing the key over failed");
             }
