@@ -81,6 +81,8 @@ pub struct ShardSnapshot {
     pub failed: u64,
     /// Objects whose last label write failed, waiting out their backoff.
     pub backing_off: u64,
+    /// Drains asked for longer than a minute ago that their holder has not served.
+    pub drains_stuck: u64,
 }
 
 /// Objects in one informer's cache.
@@ -174,6 +176,7 @@ impl Snapshot {
                         handover: stats.handover.snapshot(),
                         failed: load(&stats.failed),
                         backing_off: load(&stats.backing_off),
+                        drains_stuck: load(&stats.drains_stuck),
                     }
                 }),
             })
@@ -635,7 +638,7 @@ impl Snapshot {
 /// The sharded guests' counters and gauges of their sharders, labelled `controller`.
 fn render_shard_counts(out: &mut Exposition, sharded: &[(&str, &ShardSnapshot)]) {
     type Count = (&'static str, Kind, &'static str, fn(&ShardSnapshot) -> u64);
-    let counts: [Count; 6] = [
+    let counts: [Count; 7] = [
         (
             "kubewasm_shard_handovers_total",
             Kind::Counter,
@@ -671,6 +674,12 @@ fn render_shard_counts(out: &mut Exposition, sharded: &[(&str, &ShardSnapshot)])
             Kind::Gauge,
             "Objects whose last shard label write failed, waiting to be sent again (1 s doubling to 5 min)",
             |s| s.backing_off,
+        ),
+        (
+            "kubewasm_shard_drains_stuck",
+            Kind::Gauge,
+            "Drains this replica's sharder asked for over a minute ago that the holder, which runs the guest, has not served",
+            |s| s.drains_stuck,
         ),
     ];
     for (name, kind, help, value) in counts {
@@ -924,6 +933,7 @@ mod tests {
             handover: histogram(HANDOVER_BUCKETS, &[0.02, 0.3]),
             failed: 64,
             backing_off: 32,
+            drains_stuck: 2,
         });
         let text = snapshot.render();
         for line in [
@@ -933,6 +943,7 @@ mod tests {
             r#"kubewasm_shard_moves_total{controller="podset"} 12"#,
             r#"kubewasm_shard_label_write_failures_total{controller="podset"} 64"#,
             r#"kubewasm_shard_objects_backing_off{controller="podset"} 32"#,
+            r#"kubewasm_shard_drains_stuck{controller="podset"} 2"#,
             r#"kubewasm_shard_handover_seconds_bucket{controller="podset",le="+Inf"} 2"#,
             r#"kubewasm_shard_handover_seconds_count{controller="podset"} 2"#,
         ] {

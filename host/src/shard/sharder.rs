@@ -64,6 +64,9 @@ const RETRY: Duration = Duration::from_secs(1);
 /// The longest pause between two label writes of one object that keep failing.
 const RETRY_MAX: Duration = Duration::from_secs(300);
 
+/// How long a drain may wait for its holder before it counts as stuck.
+const STUCK: Duration = Duration::from_secs(60);
+
 /// The field manager of shard and drain labels, written by the sharder and by a member
 /// handing an object over.
 pub const SHARDER_FIELD_MANAGER: &str = "kubewasm-sharder";
@@ -123,6 +126,8 @@ pub struct ShardStats {
     pub backing_off: AtomicU64,
     /// While label writes fail: when they started to, and the last error.
     pub failing: Mutex<Option<(Timestamp, String)>>,
+    /// Drains asked for over [`STUCK`] ago that their holder has not served.
+    pub drains_stuck: AtomicU64,
 }
 
 impl ShardStats {
@@ -164,6 +169,7 @@ impl Default for ShardStats {
             failed: AtomicU64::new(0),
             backing_off: AtomicU64::new(0),
             failing: Mutex::new(None),
+            drains_stuck: AtomicU64::new(0),
         }
     }
 }
@@ -245,6 +251,7 @@ pub async fn run(
                 break;
             }
             sharder.write().await;
+            sharder.count_stuck();
         }
     }
 }
@@ -358,6 +365,7 @@ impl Sharder {
             },
             changed = self.members.changed() => if changed.is_err() { return false },
             () = sleep_until(self.state.next_due()) => {}
+            () = sleep_until(self.state.next_stuck()) => {}
             () = self.stop.cancelled() => return false,
         }
         true
@@ -403,6 +411,32 @@ impl Sharder {
                 }
             }
             self.retry(failed);
+        }
+    }
+
+    /// Counts the drains its holder has left unserved for [`STUCK`], and says so when the
+    /// first of them appears. A holder that runs the guest (one that does not is out of the
+    /// ring, and its keys move without drain) may be reconciling the key still: the key is
+    /// never moved from under it.
+    fn count_stuck(&self) {
+        let now = Instant::now();
+        let stuck: Vec<_> = (self.state.draining.iter())
+            .filter(|(_, asked)| now >= **asked + STUCK)
+            .map(|(key, _)| key)
+            .collect();
+        let before = self
+            .stats
+            .drains_stuck
+            .swap(stuck.len() as u64, Ordering::Relaxed);
+        if before == 0
+            && let Some(key) = stuck.first()
+        {
+            let holder = self
+                .state
+                .primaries
+                .get(key)
+                .and_then(|(_, l)| l.shard.clone());
+            tracing::warn!(guest = %self.guest, stuck = stuck.len(), first = %key, ?holder, "sharder: drains unserved for over {STUCK:?}");
         }
     }
 
@@ -566,6 +600,15 @@ impl State {
             return None;
         }
         self.retries.next_due(&self.dirty)
+    }
+
+    /// When the first drain not yet stuck becomes so; none while none waits.
+    fn next_stuck(&self) -> Option<Instant> {
+        let now = Instant::now();
+        (self.draining.values())
+            .map(|asked| *asked + STUCK)
+            .filter(|at| *at > now)
+            .min()
     }
 
     /// Takes the live `members`; every primary is decided again when they changed.
@@ -943,6 +986,21 @@ mod tests {
             sharding: if leads { Gate::open() } else { Gate::closed() },
             roster: Arc::default(),
         }
+    }
+
+    #[test]
+    fn a_drain_wakes_the_sharder_once_when_it_becomes_stuck() {
+        let (mut state, _) = one_member();
+        assert_eq!(state.next_stuck(), None);
+        let asked = Instant::now();
+        state.draining.insert(object("a").1, asked);
+        assert_eq!(state.next_stuck(), Some(asked + STUCK));
+        state.draining.insert(object("b").1, asked - STUCK);
+        assert_eq!(
+            state.next_stuck(),
+            Some(asked + STUCK),
+            "one stuck already wakes nothing"
+        );
     }
 
     #[test]
