@@ -47,6 +47,8 @@ struct Replica {
     member: String,
     /// The whole log once the process has ended, and when it was killed, if it was.
     ended: Option<(String, Option<u128>)>,
+    /// When it was sent SIGTERM or SIGKILL: it reconciles nothing from then on.
+    stopped_at: Option<u128>,
 }
 
 impl Replica {
@@ -65,6 +67,7 @@ impl Replica {
             process: Some(process),
             member,
             ended: None,
+            stopped_at: None,
         })
     }
 
@@ -79,6 +82,7 @@ impl Replica {
     /// Stops the host with SIGTERM and keeps its log.
     async fn terminate(&mut self) -> Result<()> {
         let process = self.process.as_ref().context("the host runs")?;
+        self.stopped_at = Some(now());
         process.signal("TERM")?;
         let log = eventually(&format!("{} to stop", self.name), WAIT, || async {
             let log = process.log();
@@ -95,6 +99,7 @@ impl Replica {
         let process = self.process.take().context("the host runs")?;
         process.signal("KILL")?;
         let killed = now();
+        self.stopped_at = Some(killed);
         std::thread::sleep(std::time::Duration::from_millis(200));
         self.ended = Some((process.log(), Some(killed)));
         Ok(())
@@ -143,6 +148,7 @@ async fn replicas_share_keys_hand_over_and_never_reconcile_one_key_at_once() -> 
     for i in 0..PODSETS {
         owners.push(podset::create(&podsets, &format!("ps-{i}"), 2).await?);
     }
+    let labels = Labels::record(config_maps.clone());
     let cluster = Cluster {
         config_maps,
         podsets,
@@ -150,6 +156,7 @@ async fn replicas_share_keys_hand_over_and_never_reconcile_one_key_at_once() -> 
         recorder,
         owners,
         seen: Mutex::new(HashSet::new()),
+        labels,
     };
     let result = exercise(cluster, &config, &args, &mut replicas).await;
     if result.is_err() {
@@ -174,6 +181,8 @@ struct Cluster {
     /// The PodSets' uids.
     owners: Vec<String>,
     seen: Mutex<HashSet<String>>,
+    /// Every shard label each source was seen with.
+    labels: Labels,
 }
 
 impl Cluster {
@@ -306,6 +315,17 @@ async fn exercise(
     ensure!(
         replicas[3].log().contains("became leader"),
         "the last replica took the sharder over"
+    );
+    let (longest, source) = cluster.labels.longest_ownerless(replicas, now());
+    eprintln!(
+        "longest time a source had no live holder: {:.1} s ({source})",
+        longest as f64 / 1e9
+    );
+    // A member killed holds its keys until its Lease expires (4 s) and the sharder confirms it.
+    ensure!(
+        longest <= 9_000_000_000,
+        "{source} had no live holder for {:.1} s: more than the Lease's 4 s and 5 s",
+        longest as f64 / 1e9
     );
 
     for replica in replicas.iter_mut() {
@@ -697,4 +717,86 @@ async fn rings(
     }
     podset::created_once(&seen, recorder, PODSETS, 2, 0).await?;
     never_at_once(replicas, 3)
+}
+
+/// When a source was seen, its name and its shard label.
+type Seen = (u128, String, Option<String>);
+
+/// The shard label of every source, as a watch saw each change, by the wall clock.
+struct Labels {
+    seen: std::sync::Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Labels {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Labels {
+    /// Records the shard label of every source of `config_maps` from now on.
+    fn record(config_maps: Api<ConfigMap>) -> Self {
+        use futures::StreamExt;
+        use kube::runtime::watcher::{self, Event};
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let config = watcher::Config::default().labels("kubewasm.dev/fixture=ledger");
+        let task = tokio::spawn(async move {
+            let mut events = watcher::watcher(config_maps, config).boxed();
+            while let Some(event) = events.next().await {
+                if let Ok(Event::Apply(source) | Event::InitApply(source)) = event {
+                    let label = source.labels().get(LABEL).cloned();
+                    let name = source.name_any();
+                    record
+                        .lock()
+                        .expect("labels lock")
+                        .push((now(), name, label));
+                }
+            }
+        });
+        Self { seen, task }
+    }
+
+    /// The longest time, until `until`, that a source was labelled for no member or for one
+    /// already stopped, and which source.
+    fn longest_ownerless(&self, replicas: &[Replica], until: u128) -> (u128, String) {
+        let stopped: BTreeMap<&str, u128> = replicas
+            .iter()
+            .filter_map(|r| Some((r.member.as_str(), r.stopped_at?)))
+            .collect();
+        let seen = self.seen.lock().expect("labels lock").clone();
+        let mut by_source: BTreeMap<String, Vec<(u128, Option<String>)>> = BTreeMap::new();
+        for (at, name, label) in seen {
+            by_source.entry(name).or_default().push((at, label));
+        }
+        let mut longest = (0, String::new());
+        for (source, changes) in by_source {
+            let mut ownerless_since: Option<u128> = None;
+            let ends = changes.iter().skip(1).map(|(at, _)| *at).chain([until]);
+            for ((at, label), end) in changes.iter().zip(ends) {
+                // From when this label stops naming a live holder, within [at, end).
+                let from = match label {
+                    None => Some(*at),
+                    Some(member) => (stopped.get(member.as_str()))
+                        .filter(|stop| **stop < end)
+                        .map(|stop| (*stop).max(*at)),
+                };
+                match from {
+                    Some(from) => {
+                        // Held until `from`: the time without a holder starts there.
+                        if from > *at {
+                            ownerless_since = None;
+                        }
+                        let since = *ownerless_since.get_or_insert(from);
+                        if end - since > longest.0 {
+                            longest = (end - since, source.clone());
+                        }
+                    }
+                    None => ownerless_since = None,
+                }
+            }
+        }
+        longest
+    }
 }
