@@ -6,20 +6,31 @@
 //! reconciling. From then on the key is not this replica's: its leaving the cache is no
 //! deletion, and nothing queued for it runs.
 //!
-//! A removal that got no answer, or met a conflict, may have landed (a conflict may be the
-//! answer to a retry of one that did): the key stays handed over, and its removal is sent again
-//! while the cache still shows the drain label, on the version the cache shows. A key handed over that the cache shows
-//! labelled for this member without the drain label came back (a relist hid its leaving): it
-//! is in the share again.
+//! A removal that got no answer may have landed: the key stays handed over, and while the cache
+//! shows the version it was handed over from, the removal is sent again (one that landed makes
+//! the retry conflict, and the cache then catches up); a conflict leaves the key as it was. A
+//! key handed over that the cache shows at another version came back, or was changed before the
+//! removal landed: it is taken as the share's again (handed over anew if drained). A key that
+//! leaves the share before this replica may reconcile (its gate closed) was never reconciled
+//! here: its leaving is no deletion.
+//!
+//! A key that enters the share with an object created over [`ARRIVAL_AGE`] ago was moved here
+//! from another member (or labelled late): it is no real change, and takes the low lane.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Deserialize;
 
 use crate::cluster::cache::{CachedObject, Change, ObjectKey};
 use crate::cluster::selection::Selection;
 use crate::cluster::selector::LabelSelector;
 use crate::shard::membership;
+
+/// How old an object entering the share must be to count as moved here rather than new.
+pub const ARRIVAL_AGE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// One guest's share of the keys on this replica.
 pub struct Share {
@@ -28,13 +39,22 @@ pub struct Share {
     label: String,
     /// `drain.shard.kubewasm.dev/<guest>`.
     drain: String,
-    /// Keys handed over whose leaving the cache is still to come, each with whether the write
-    /// that removed its labels may not have landed.
-    released: Mutex<HashMap<ObjectKey, bool>>,
+    /// Keys handed over whose leaving the cache is still to come.
+    released: Mutex<HashMap<ObjectKey, Released>>,
+    /// Set once this replica may reconcile the guest's keys.
+    open: AtomicBool,
     /// Keys deleted while in the share, still to be reconciled as gone.
     gone: Mutex<HashSet<ObjectKey>>,
     /// Keys handed over so far.
     handovers: AtomicU64,
+}
+
+/// A key handed over: the version it was handed over from, and whether the write that removed
+/// its labels got no answer (it may or may not have landed).
+#[derive(Debug, Clone, Default)]
+struct Released {
+    version: Option<String>,
+    unanswered: bool,
 }
 
 /// What a worker does with a dequeued key of a sharded guest.
@@ -59,6 +79,7 @@ impl Share {
             label: membership::shard_label(guest),
             drain: membership::drain_label(guest),
             released: Mutex::default(),
+            open: AtomicBool::new(false),
             gone: Mutex::default(),
             handovers: AtomicU64::new(0),
         }
@@ -100,15 +121,21 @@ impl Share {
     /// What to do with `key`, dequeued while the cache holds `object` for it.
     pub fn claim<'a>(&self, key: &ObjectKey, object: Option<&'a CachedObject>) -> Claim<'a> {
         let mut released = self.released.lock().expect("released lock");
-        if let Some(&uncertain) = released.get(key) {
-            return match object {
-                Some(cached) if self.draining(cached) && uncertain => Claim::HandOver(cached),
-                Some(cached) if !self.draining(cached) => {
-                    released.remove(key);
-                    Claim::Ours
+        if let Some(handed) = released.get(key) {
+            match object {
+                None => return Claim::Released,
+                Some(cached) if cached.resource_version() == handed.version.as_deref() => {
+                    return if handed.unanswered {
+                        Claim::HandOver(cached)
+                    } else {
+                        Claim::Released
+                    };
                 }
-                _ => Claim::Released,
-            };
+                // Another version, labelled for this member: came back, or changed first.
+                Some(_) => {
+                    released.remove(key);
+                }
+            }
         }
         drop(released);
         match object {
@@ -132,33 +159,55 @@ impl Share {
             return None;
         }
         let key = old.key();
-        if self
-            .released
-            .lock()
-            .expect("released lock")
+        let handed_over = (self.released.lock().expect("released lock"))
             .remove(&key)
-            .is_some()
-        {
+            .is_some();
+        if handed_over || !self.open.load(Ordering::Relaxed) {
             return Some(false);
         }
         self.gone.lock().expect("gone lock").insert(key);
         Some(true)
     }
 
-    /// Notes `key` as handed over before the write that hands it over is sent, so that its
-    /// leaving the cache is not taken for a deletion.
-    pub fn release(&self, key: &ObjectKey) {
-        self.released
-            .lock()
-            .expect("released lock")
-            .insert(key.clone(), false);
+    /// Whether `change` brings into the share an object created over [`ARRIVAL_AGE`] ago: moved
+    /// here from another member, not new.
+    pub fn arrived(&self, change: &Change) -> bool {
+        !change.initial
+            && change.old.is_none()
+            && change
+                .new
+                .as_deref()
+                .and_then(created)
+                .is_some_and(|at| Timestamp::now().duration_since(at).unsigned_abs() > ARRIVAL_AGE)
     }
 
-    /// Notes that the write handing `key` over may have landed (no answer, or a conflict): the
-    /// key stays handed over, and the write is sent again while the cache shows it draining.
-    pub fn uncertain(&self, key: &ObjectKey) {
-        if let Some(uncertain) = self.released.lock().expect("released lock").get_mut(key) {
-            *uncertain = true;
+    /// Notes that this replica may reconcile the guest's keys from now on.
+    pub fn open(&self) {
+        self.open.store(true, Ordering::Relaxed);
+    }
+
+    /// Notes `key`, cached as `object`, as handed over before the write that hands it over is
+    /// sent, so that its leaving the cache is not taken for a deletion. A write sent again
+    /// after one that got no answer keeps that mark until one is answered.
+    pub fn release(&self, key: &ObjectKey, object: &CachedObject) {
+        let mut released = self.released.lock().expect("released lock");
+        let handed = released.entry(key.clone()).or_default();
+        handed.version = object.resource_version().map(str::to_owned);
+    }
+
+    /// Notes that the write handing `key` over was answered and landed.
+    pub fn answered(&self, key: &ObjectKey) {
+        if let Some(handed) = self.released.lock().expect("released lock").get_mut(key) {
+            handed.unanswered = false;
+        }
+    }
+
+    /// Notes that the write handing `key` over got no answer: it may have landed, so the key
+    /// stays handed over, and the write is sent again while the cache shows the version it
+    /// was handed over from.
+    pub fn unanswered(&self, key: &ObjectKey) {
+        if let Some(handed) = self.released.lock().expect("released lock").get_mut(key) {
+            handed.unanswered = true;
         }
     }
 
@@ -187,6 +236,21 @@ impl Share {
     pub fn settle(&self, key: &ObjectKey) {
         self.gone.lock().expect("gone lock").remove(key);
     }
+}
+
+/// When `object` was created, read from its JSON; the compact cache keeps no field for it.
+fn created(object: &CachedObject) -> Option<Timestamp> {
+    #[derive(Deserialize)]
+    struct Object {
+        metadata: Metadata,
+    }
+    #[derive(Deserialize)]
+    struct Metadata {
+        #[serde(rename = "creationTimestamp")]
+        created: Option<Timestamp>,
+    }
+    let object: Object = serde_json::from_str(object.json()).ok()?;
+    object.metadata.created
 }
 
 #[cfg(test)]
@@ -229,14 +293,15 @@ mod tests {
     #[test]
     fn a_handover_without_answer_is_sent_again_while_draining_and_its_leaving_is_no_deletion() {
         let share = Share::new("g", "m1");
+        share.open();
         let drained = cached("a", "1", true);
         let key = drained.key();
         assert!(matches!(
             share.claim(&key, Some(&drained)),
             Claim::HandOver(_)
         ));
-        share.release(&key);
-        share.uncertain(&key);
+        share.release(&key, &drained);
+        share.unanswered(&key);
         // The cache has not caught up: the removal is sent again.
         assert!(matches!(
             share.claim(&key, Some(&drained)),
@@ -248,11 +313,62 @@ mod tests {
     }
 
     #[test]
-    fn a_handover_answered_waits_for_the_cache() {
+    fn a_key_that_leaves_before_the_share_opens_is_no_deletion() {
         let share = Share::new("g", "m1");
+        let object = cached("a", "1", false);
+        assert_eq!(left(&share, &object), Some(false));
+        assert!(matches!(share.claim(&object.key(), None), Claim::Elsewhere));
+        share.open();
+        assert_eq!(left(&share, &object), Some(true));
+        assert!(matches!(share.claim(&object.key(), None), Claim::Ours));
+    }
+
+    #[test]
+    fn a_key_handed_over_that_comes_back_drained_is_handed_over_again() {
+        let share = Share::new("g", "m1");
+        share.open();
         let drained = cached("a", "1", true);
         let key = drained.key();
-        share.release(&key);
+        share.release(&key, &drained);
+        share.answered(&key);
+        let again = cached("a", "7", true);
+        assert!(matches!(
+            share.claim(&key, Some(&again)),
+            Claim::HandOver(_)
+        ));
+    }
+
+    #[test]
+    fn an_object_entering_the_share_arrived_if_created_long_ago() {
+        let share = Share::new("g", "m1");
+        let entering = |created: Timestamp| {
+            let mut object = cached("a", "1", false).parse();
+            object["metadata"]["creationTimestamp"] = created.to_string().into();
+            Change {
+                old: None,
+                new: Some(std::sync::Arc::new(CachedObject::new(
+                    serde_json::from_value(object).unwrap(),
+                ))),
+                initial: false,
+            }
+        };
+        let old = Timestamp::now() - std::time::Duration::from_secs(3600);
+        assert!(share.arrived(&entering(old)));
+        assert!(!share.arrived(&entering(Timestamp::now())), "a new object");
+        let listed = Change {
+            initial: true,
+            ..entering(old)
+        };
+        assert!(!share.arrived(&listed), "listed at start");
+    }
+
+    #[test]
+    fn a_handover_answered_waits_for_the_cache() {
+        let share = Share::new("g", "m1");
+        share.open();
+        let drained = cached("a", "1", true);
+        let key = drained.key();
+        share.release(&key, &drained);
         assert!(matches!(share.claim(&key, Some(&drained)), Claim::Released));
         assert!(matches!(share.claim(&key, None), Claim::Released));
     }
@@ -260,9 +376,10 @@ mod tests {
     #[test]
     fn a_key_handed_over_that_comes_back_unseen_is_in_the_share_again() {
         let share = Share::new("g", "m1");
+        share.open();
         let drained = cached("a", "1", true);
         let key = drained.key();
-        share.release(&key);
+        share.release(&key, &drained);
         // A relist shows it labelled for this member again, without drain.
         let back = cached("a", "5", false);
         assert!(matches!(share.claim(&key, Some(&back)), Claim::Ours));

@@ -53,8 +53,8 @@ impl Controller {
     /// by the one worker holding the key, so no reconcile of it runs here meanwhile. The write
     /// names the cached version: a stale copy (the key handed over already, and maybe assigned
     /// to another member) never removes the new member's label. A failed write is retried
-    /// with the key's backoff, from the cache as it is then; one that got no answer or met a
-    /// conflict leaves the key handed over (it may have landed: see [`Share`]).
+    /// with the key's backoff, from the cache as it is then; one that got no answer leaves the
+    /// key handed over (it may have landed: see [`Share`]), as does a conflict.
     async fn hand_over(
         &self,
         share: &Share,
@@ -62,10 +62,11 @@ impl Controller {
         key: &ObjectKey,
         object: &CachedObject,
     ) {
-        share.release(key);
+        share.release(key, object);
         let labels = [share.label(), share.drain()];
         match self.backend.remove_labels(kind, object, &labels).await {
             Ok(true) => {
+                share.answered(key);
                 share.handed_over();
                 self.note_finalizing(key, None, None);
                 self.queue.forget(key);
@@ -77,9 +78,11 @@ impl Controller {
                 self.queue.forget(key);
             }
             Err(error) => {
-                if error.unanswered() || matches!(error, CallError::Api { code: 409, .. }) {
-                    share.uncertain(key);
-                } else {
+                // A conflict: the object changed since it was cached (maybe by a removal that
+                // landed unanswered); the cache's next version settles it.
+                if error.unanswered() {
+                    share.unanswered(key);
+                } else if !matches!(error, CallError::Api { code: 409, .. }) {
                     share.keep(key);
                 }
                 let delay = self.queue.add_rate_limited(key.clone(), Reason::Requeue);

@@ -184,7 +184,12 @@ impl Controller {
             entry.announced()
         };
         tokio::select! {
-            () = announced.opened() => self.gate.let_through(),
+            () = announced.opened() => {
+                if let Some(share) = &self.share {
+                    share.open();
+                }
+                self.gate.let_through();
+            }
             () = self.stop.cancelled() => {}
         }
     }
@@ -218,6 +223,13 @@ impl Controller {
                         return;
                     }
                     if share.left(change, &selection) == Some(false) {
+                        return;
+                    }
+                    if share.arrived(change) {
+                        // Moved here from another member: no real change goes after it.
+                        if let Some((key, reason)) = trigger::primary(change, &updates) {
+                            queue.add_low(key, reason);
+                        }
                         return;
                     }
                 }
