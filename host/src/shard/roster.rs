@@ -8,8 +8,10 @@
 //! sharder may move a withdrawn guest's keys without drain. A guest withdrawn is announced
 //! again only after [`QUARANTINE`], so that a sharder that has not yet seen the withdrawal
 //! moves no key from under a new controller of it. A controller reconciles only once its guest
-//! is announced: its [`Entry::announced`] gate opens once the Lease says so. A controller that
-//! replaces another of the same guest (see [`Roster::hold`]) finds it announced and keeps it.
+//! is announced: its [`Entry::announced`] gate opens once the Lease says so and no write in
+//! flight says otherwise. A controller that replaces another of the same guest (see
+//! [`Roster::hold`]) finds it announced and keeps it, for [`GRACE`] at most until it is synced.
+//! A write that fails may have landed: the guests it drops count as withdrawn.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,6 +35,10 @@ pub const LEADS_ANNOTATION: &str = "shard.kubewasm.dev/leads";
 /// How long a withdrawn guest waits before it is announced again.
 pub const QUARANTINE: Duration = Duration::from_secs(10);
 
+/// How long an announced guest stays so with no synced controller (one replacing another
+/// lists its informers): then it is withdrawn.
+pub const GRACE: Duration = Duration::from_secs(30);
+
 /// The longest pause between two failed writes of the announcement.
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
@@ -51,6 +57,10 @@ struct Names {
     /// What the Lease says, as last written.
     written: BTreeSet<String>,
     written_leads: bool,
+    /// What a write in flight says.
+    writing: Option<BTreeSet<String>>,
+    /// Whether the Lease may say other than `written`: a write failed.
+    unsure: bool,
 }
 
 /// One guest's controllers on this replica.
@@ -58,8 +68,12 @@ struct Names {
 struct Guest {
     /// Controllers running it, and holds across a replacement.
     holders: usize,
+    /// Holds across a replacement.
+    holds: usize,
     /// Controllers with every informer synced.
     ready: usize,
+    /// Since when no controller of it is synced, while one runs.
+    unready_since: Option<Instant>,
     /// When it was last withdrawn.
     withdrawn: Option<Instant>,
     /// Gates of ready controllers, opened once the guest is announced.
@@ -94,7 +108,11 @@ impl Roster {
 
     /// Keeps `guest` announced, if it is, until the hold is dropped.
     pub fn hold(self: &Arc<Self>, guest: &str) -> Hold {
-        self.update(|names| names.guests.entry(guest.to_owned()).or_default().holders += 1);
+        self.update(|names| {
+            let guest = names.guests.entry(guest.to_owned()).or_default();
+            guest.holders += 1;
+            guest.holds += 1;
+        });
         Hold {
             roster: self.clone(),
             guest: guest.to_owned(),
@@ -114,13 +132,17 @@ impl Roster {
             let notified = self.changed.notified();
             let (wanted, leads, wake) = self.wanted(Instant::now());
             if self.differs(&wanted, leads) {
-                match write(&api, &lease, &wanted, leads).await {
+                self.writing(Some(wanted.clone()));
+                let written = write(&api, &lease, &wanted, leads).await;
+                self.writing(None);
+                match written {
                     Ok(()) => {
                         self.written(wanted, leads, Instant::now());
                         pause = Duration::from_secs(1);
                         continue;
                     }
                     Err(error) => {
+                        self.failed(&wanted, Instant::now());
                         tracing::warn!(%lease, %error, retry_in = ?pause, "announcing the guests this member runs");
                         tokio::select! {
                             () = tokio::time::sleep(pause) => {}
@@ -154,7 +176,20 @@ impl Roster {
 
     fn differs(&self, wanted: &BTreeSet<String>, leads: bool) -> bool {
         let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
-        names.written != *wanted || names.written_leads != leads
+        names.unsure || names.written != *wanted || names.written_leads != leads
+    }
+
+    fn writing(&self, writing: Option<BTreeSet<String>>) {
+        self.names
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .writing = writing;
+    }
+
+    /// Takes in that a write of `wanted` failed at `now`: it may have landed.
+    fn failed(&self, wanted: &BTreeSet<String>, now: Instant) {
+        let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        names.failed_now(wanted, now);
     }
 
     /// Takes in that the Lease says `written` and `leads` since `now`.
@@ -170,25 +205,52 @@ impl Names {
     fn wanted(&self, now: Instant) -> (BTreeSet<String>, Option<Instant>) {
         let mut wanted = BTreeSet::new();
         let mut wake: Option<Instant> = None;
+        let mut wake_at = |until: Instant| wake = Some(wake.map_or(until, |w| w.min(until)));
         for (name, guest) in &self.guests {
             if guest.holders == 0 {
                 continue;
             }
             if self.written.contains(name) {
-                wanted.insert(name.clone());
+                // Kept while a controller is synced, or one replaces another, or for a grace.
+                let until = guest.unready_since.map(|since| since + GRACE);
+                let kept = guest.ready > 0 || guest.holds > 0 || until.is_none_or(|u| u > now);
+                if kept {
+                    wanted.insert(name.clone());
+                    until
+                        .filter(|u| *u > now && guest.ready == 0)
+                        .map(&mut wake_at);
+                }
                 continue;
             }
             if guest.ready == 0 {
                 continue;
             }
             match guest.withdrawn.map(|at| at + QUARANTINE) {
-                Some(until) if until > now => wake = Some(wake.map_or(until, |w| w.min(until))),
+                Some(until) if until > now => wake_at(until),
                 _ => {
                     wanted.insert(name.clone());
                 }
             }
         }
         (wanted, wake)
+    }
+
+    /// Whether the Lease says `guest` is announced, and no write in flight says otherwise.
+    fn announces(&self, guest: &str) -> bool {
+        self.written.contains(guest) && self.writing.as_ref().is_none_or(|w| w.contains(guest))
+    }
+
+    /// Takes in that a write of `wanted` failed at `now`: it may have landed, so a guest it
+    /// drops counts as withdrawn then, one it adds as not announced, and the next write is
+    /// made whatever the Lease was last known to say.
+    fn failed_now(&mut self, wanted: &BTreeSet<String>, now: Instant) {
+        for name in self.written.difference(wanted) {
+            if let Some(guest) = self.guests.get_mut(name) {
+                guest.withdrawn = Some(now);
+            }
+        }
+        self.written = self.written.intersection(wanted).cloned().collect();
+        self.unsure = true;
     }
 
     /// Takes in that the Lease says `written` and `leads` since `now`: a guest no longer
@@ -210,6 +272,7 @@ impl Names {
         });
         self.written = written;
         self.written_leads = leads;
+        self.unsure = false;
     }
 }
 
@@ -221,9 +284,10 @@ impl Entry {
         }
         let gate = self.announced.clone();
         self.roster.update(|names| {
-            let announced = names.written.contains(&self.guest);
+            let announced = names.announces(&self.guest);
             let guest = names.guests.entry(self.guest.clone()).or_default();
             guest.ready += 1;
+            guest.unready_since = None;
             if announced {
                 gate.let_through();
             } else {
@@ -248,6 +312,9 @@ impl Drop for Entry {
                 guest.holders = guest.holders.saturating_sub(1);
                 if ready {
                     guest.ready = guest.ready.saturating_sub(1);
+                    if guest.ready == 0 {
+                        guest.unready_since = Some(Instant::now());
+                    }
                 }
             }
         });
@@ -259,6 +326,7 @@ impl Drop for Hold {
         self.roster.update(|names| {
             if let Some(guest) = names.guests.get_mut(&self.guest) {
                 guest.holders = guest.holders.saturating_sub(1);
+                guest.holds = guest.holds.saturating_sub(1);
             }
         });
     }
@@ -392,6 +460,56 @@ mod tests {
         );
         new.ready();
         assert!(new.announced().is_open(), "the guest is announced already");
+    }
+
+    #[test]
+    fn a_gate_does_not_open_while_a_write_withdrawing_its_guest_is_in_flight() {
+        let roster = Arc::new(Roster::default());
+        let now = Instant::now();
+        let mut old = roster.enter("a");
+        old.ready();
+        roster.written(set(&["a"]), false, now);
+        drop(old);
+        roster.writing(Some(BTreeSet::new()));
+        let mut new = roster.enter("a");
+        new.ready();
+        assert!(!new.announced().is_open());
+        roster.writing(None);
+        roster.written(BTreeSet::new(), false, now);
+        assert!(roster.wanted(now).0.is_empty(), "in quarantine");
+    }
+
+    #[test]
+    fn a_failed_write_counts_the_guests_it_drops_as_withdrawn_and_is_made_again() {
+        let roster = Arc::new(Roster::default());
+        let now = Instant::now();
+        let mut old = roster.enter("a");
+        old.ready();
+        roster.written(set(&["a"]), false, now);
+        drop(old);
+        roster.failed(&BTreeSet::new(), now);
+        assert!(roster.differs(&BTreeSet::new(), false), "written again");
+        let mut new = roster.enter("a");
+        new.ready();
+        assert!(!new.announced().is_open());
+        assert_eq!(roster.wanted(now).2, Some(now + QUARANTINE));
+    }
+
+    #[test]
+    fn a_replacement_that_never_syncs_is_withdrawn_after_the_grace() {
+        let roster = Arc::new(Roster::default());
+        let now = Instant::now();
+        let mut old = roster.enter("a");
+        old.ready();
+        roster.written(set(&["a"]), false, now);
+        let hold = roster.hold("a");
+        drop(old);
+        let _new = roster.enter("a");
+        drop(hold);
+        let (wanted, _, wake) = roster.wanted(Instant::now());
+        assert_eq!(wanted, set(&["a"]));
+        let end = wake.expect("the grace ends");
+        assert!(roster.wanted(end).0.is_empty());
     }
 
     #[test]
