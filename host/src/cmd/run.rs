@@ -120,8 +120,9 @@ fn roles(client: &kube::Client, manager: Manager) -> (Replica, Roles) {
         let sharded = Sharded {
             member,
             members: membership::watch(client.clone(), &namespace, &ring),
-            sharding: leading.clone(),
             roster: roster.clone(),
+            leases: Api::namespaced(client.clone(), &namespace),
+            ring: ring.clone(),
         };
         let replica = Replica {
             gate: Gate::closed(),

@@ -648,7 +648,7 @@ fn render_shard_counts(out: &mut Exposition, sharded: &[(&str, &ShardSnapshot)])
         (
             "kubewasm_shard_members",
             Kind::Gauge,
-            "Live members of the ring, as this replica's sharder last saw them (0 unless it leads)",
+            "Members of the guest's ring, as this replica's sharder last saw them (0 unless it shards the guest)",
             |s| s.members,
         ),
         (

@@ -39,16 +39,18 @@ pub fn drain_label(controller: &str) -> String {
     format!("drain.shard.kubewasm.dev/{controller}")
 }
 
-/// A live member of a ring, as its Lease says.
+/// A member of a ring, as its Lease says.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Member {
+    /// False once its Lease is known to have expired (a read confirmed it): it holds nothing.
+    pub live: bool,
     /// The guests it runs with their informers synced (see [`crate::shard::roster`]).
     pub guests: BTreeSet<String>,
     /// Whether it leads, and so shards every guest it runs.
     pub leads: bool,
 }
 
-/// The live members of a ring, by name.
+/// The members of a ring by name: the live ones, and those whose Lease a read confirmed expired.
 pub type Members = BTreeMap<String, Member>;
 
 /// How often expiries are checked between changes.
@@ -152,7 +154,12 @@ pub fn watch(client: Client, namespace: &str, ring: &str) -> channel::Receiver<M
             sender.send_if_modified(|members| {
                 let changed = *members != live;
                 if changed {
-                    tracing::info!(%ring, members = ?live.keys(), "ring members changed");
+                    let names: Vec<_> = live
+                        .iter()
+                        .filter(|(_, m)| m.live)
+                        .map(|(n, _)| n)
+                        .collect();
+                    tracing::info!(%ring, members = ?names, "ring members changed");
                     *members = live;
                 }
                 changed
@@ -222,7 +229,11 @@ impl Leases {
         let version = lease.metadata.resource_version.unwrap_or_default();
         let spec = lease.spec.unwrap_or_default();
         let (guests, leads) = roster::announced(lease.metadata.annotations.as_ref());
-        let member = Member { guests, leads };
+        let member = Member {
+            live: true,
+            guests,
+            leads,
+        };
         let seen = match self.seen.get(&name) {
             Some(seen) if seen.spec == spec => Seen {
                 // A confirmation holds for the version it read.
@@ -243,13 +254,16 @@ impl Leases {
         (name, seen)
     }
 
-    /// The holders of Leases not known to have expired: unexpired, or expired by the watch but
-    /// not yet confirmed by a read.
+    /// The holders of Leases, each live unless known to have expired: expired by the watch and
+    /// confirmed by a read.
     fn live(&self, now: Instant) -> Members {
+        let member = |seen: &Seen| Member {
+            live: !seen.confirmed || !leader::expired(&seen.spec, seen.at, now),
+            ..seen.member.clone()
+        };
         self.seen
             .values()
-            .filter(|seen| !seen.confirmed || !leader::expired(&seen.spec, seen.at, now))
-            .filter_map(|seen| Some((seen.spec.holder_identity.clone()?, seen.member.clone())))
+            .filter_map(|seen| Some((seen.spec.holder_identity.clone()?, member(seen))))
             .filter(|(holder, _)| !holder.is_empty())
             .collect()
     }
@@ -319,7 +333,9 @@ mod tests {
     use super::*;
 
     fn holders(members: Members) -> BTreeSet<String> {
-        members.into_keys().collect()
+        (members.into_iter())
+            .filter_map(|(name, member)| member.live.then_some(name))
+            .collect()
     }
 
     /// A Lease record; each renewal is a new version.
@@ -414,7 +430,11 @@ mod tests {
         let mut leases = Leases::default();
         let mut record = lease("r-a", "a", 15, 0);
         leases.apply(watcher::Event::Apply(record.clone()), now);
-        assert_eq!(leases.live(now)["a"], Member::default());
+        let live = Member {
+            live: true,
+            ..Member::default()
+        };
+        assert_eq!(leases.live(now)["a"], live);
         record.metadata.annotations = Some(BTreeMap::from([(
             roster::GUESTS_ANNOTATION.to_owned(),
             "g1,g2".to_owned(),

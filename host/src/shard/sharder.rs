@@ -1,8 +1,10 @@
 //! Sharding: several replicas share each guest's keys. Every replica holds a membership Lease
 //! (see [`crate::shard::membership`]) that announces the guests it runs with their informers
-//! synced (see [`crate::shard::roster`]): a guest's ring is the members that announce it. The
-//! sharder of a guest runs on the replica that leads, if it runs the guest, else on the first
-//! member of the guest's ring; it assigns each primary object to a member of the ring by
+//! synced (see [`crate::shard::roster`]): a guest's ring is the live members that announce it.
+//! The sharder of a guest runs on the member that leads if it announces the guest, else on the
+//! first member of the guest's ring (every member decides by the same rule on the Leases it
+//! has seen; two may shard at once while their views differ, which the guarantees below
+//! survive); it assigns each primary object to a member of the ring by
 //! consistent hashing of its key (see [`crate::shard::ring`]) through the label
 //! `shard.kubewasm.dev/<guest>=<member>`, and labels each object a primary controls like its
 //! owner. A replica watches only the objects labelled for it.
@@ -18,8 +20,11 @@
 //!
 //! A member whose Lease expires or is released (it stopped after its reconciles ended), or that
 //! withdrew the guest (its controller of the guest stopped), holds nothing: its keys are
-//! labelled for their new members at once, without drain. A key is never labelled or drained
-//! for a member that does not announce its guest.
+//! labelled for their new members at once, without drain. A holder out of the ring whose
+//! expiry the Leases seen have not confirmed is taken for gone only once a read of its Lease
+//! shows it gone, released or not announcing the guest: Leases seen late never move a key from
+//! under a live holder. A key is never labelled or drained for a member out of its guest's
+//! ring.
 //!
 //! Guarantees: every label write of the sharder names the `resourceVersion` it decided on, so
 //! it never acts on a state it has not seen; a key is labelled for a member only while it has no
@@ -34,6 +39,7 @@ use std::time::Duration;
 use futures::stream::{BoxStream, SelectAll};
 use futures::{FutureExt, StreamExt, stream};
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
@@ -46,13 +52,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::cache::ObjectKey;
-use crate::cluster::gate::Gate;
 use crate::cluster::selection::Selection;
 use crate::cluster::watch::Resources;
 use crate::histogram::{Histogram, exponential};
 use crate::shard::membership::{self, Members};
 use crate::shard::ring::Ring;
-use crate::shard::roster::Roster;
+use crate::shard::roster::{self, Roster};
 
 /// Label writes in flight at once.
 const WRITES_AT_ONCE: usize = 32;
@@ -79,33 +84,39 @@ pub const HANDOVER_BUCKETS: &[f64] = &exponential::<12>(0.005, 2.0);
 pub struct Sharded {
     /// Its member name.
     pub member: String,
-    /// The ring's live members.
+    /// The ring's members.
     pub members: watch::Receiver<Members>,
-    /// Opens once this replica leads: it then shards every guest it runs.
-    pub sharding: Gate,
     /// The guests this member announces.
     pub roster: Arc<Roster>,
+    /// The membership Leases, each named `<ring>-<member>`, read to confirm that a holder is
+    /// gone or no longer runs a guest.
+    pub leases: Api<Lease>,
+    /// The ring's name.
+    pub ring: String,
 }
 
 impl Sharded {
-    /// Whether this replica shards `guest` while the members are `members`: it leads, or no
-    /// member that leads announces the guest and this one is the first of the guest's ring.
+    /// Whether this replica shards `guest` while the members are `members`: the member that
+    /// leads if it announces the guest, else the first of the guest's ring. Every member
+    /// decides by the same rule on the Leases it has seen.
     fn shards(&self, members: &Members, guest: &str) -> bool {
-        if self.sharding.is_open() {
-            return true;
-        }
-        let led = members
-            .values()
-            .any(|m| m.leads && m.guests.contains(guest));
-        !led && ring_of(members, guest).first() == Some(&self.member)
+        sharder_of(members, guest).as_ref() == Some(&self.member)
     }
 }
 
-/// The members of `guest`'s ring: those that announce it.
+/// The member that shards `guest`: the one that leads if it announces the guest, else the
+/// first of the guest's ring.
+fn sharder_of(members: &Members, guest: &str) -> Option<String> {
+    let ring = ring_of(members, guest);
+    let leader = (ring.iter()).find(|name| members.get(*name).is_some_and(|m| m.leads));
+    leader.or(ring.first()).cloned()
+}
+
+/// The members of `guest`'s ring: the live ones that announce it.
 fn ring_of(members: &Members, guest: &str) -> BTreeSet<String> {
     members
         .iter()
-        .filter(|(_, m)| m.guests.contains(guest))
+        .filter(|(_, m)| m.live && m.guests.contains(guest))
         .map(|(name, _)| name.clone())
         .collect()
 }
@@ -237,7 +248,9 @@ pub async fn run(
         if !until_sharder(&guest.name, &sharded, &mut members, &stop).await {
             return;
         }
-        let started = Sharder::start(&guest, &resources, members.clone(), &stats, &stop).await;
+        let mut own = sharded.clone();
+        own.members = members.clone();
+        let started = Sharder::start(&guest, &resources, own, &stats, &stop).await;
         let Some(mut sharder) = started else {
             return;
         };
@@ -246,7 +259,7 @@ pub async fn run(
             if !sharder.wait().await {
                 return;
             }
-            if !sharder.catch_up(&sharded) {
+            if !sharder.catch_up() {
                 tracing::info!(guest = %guest.name, "no longer sharding: another member does");
                 break;
             }
@@ -268,10 +281,8 @@ async fn until_sharder(
         if sharded.shards(&members.borrow_and_update(), guest) {
             return true;
         }
-        let leading = sharded.sharding.is_open();
         tokio::select! {
             changed = members.changed() => if changed.is_err() { return false },
-            () = sharded.sharding.opened(), if !leading => {}
             () = stop.cancelled() => return false,
         }
     }
@@ -291,7 +302,8 @@ struct Sharder {
     /// The guest's name.
     guest: String,
     resources: Arc<Resources>,
-    members: watch::Receiver<Members>,
+    /// This replica's place in the ring: the members, and the Leases to read.
+    sharded: Sharded,
     stats: Arc<ShardStats>,
     stop: CancellationToken,
     events: SelectAll<Events>,
@@ -306,7 +318,7 @@ impl Sharder {
     async fn start(
         guest: &Guest,
         resources: &Arc<Resources>,
-        members: watch::Receiver<Members>,
+        sharded: Sharded,
         stats: &Arc<ShardStats>,
         stop: &CancellationToken,
     ) -> Option<Self> {
@@ -344,7 +356,7 @@ impl Sharder {
         Some(Self {
             guest: guest.name.clone(),
             resources: resources.clone(),
-            members,
+            sharded,
             stats: stats.clone(),
             stop: stop.clone(),
             events: stream::select_all(streams),
@@ -363,7 +375,7 @@ impl Sharder {
                 Some((_, Err(error))) => tracing::debug!(guest = %self.guest, %error, "sharder: watching"),
                 None => return false,
             },
-            changed = self.members.changed() => if changed.is_err() { return false },
+            changed = self.sharded.members.changed() => if changed.is_err() { return false },
             () = sleep_until(self.state.next_due()) => {}
             () = sleep_until(self.state.next_stuck()) => {}
             () = self.stop.cancelled() => return false,
@@ -373,13 +385,12 @@ impl Sharder {
 
     /// Takes the guest's ring as it is now, then every event that is ready; `false` when this
     /// replica no longer shards the guest.
-    fn catch_up(&mut self, sharded: &Sharded) -> bool {
-        let members = self.members.borrow_and_update().clone();
-        if !sharded.shards(&members, &self.guest) {
+    fn catch_up(&mut self) -> bool {
+        let members = self.sharded.members.borrow_and_update().clone();
+        if !self.sharded.shards(&members, &self.guest) {
             return false;
         }
-        self.state
-            .ring(&ring_of(&members, &self.guest), &self.stats);
+        self.state.ring(&members, &self.guest, &self.stats);
         // Take what else is ready before writing.
         while let Some(Some((source, event))) = self.events.next().now_or_never() {
             if let Ok(event) = event {
@@ -392,8 +403,41 @@ impl Sharder {
     /// Decides and sends the label writes, children first; a failed write's object is decided
     /// again after its backoff, one written or left to the next event ends its backoff.
     async fn write(&mut self) {
-        // Children first: a key's new member finds them labelled for it when it gets the key.
-        let (children, keys) = self.state.decide(&self.stats);
+        loop {
+            // Children first: a key's new member finds them labelled for it when it gets it.
+            let (children, keys) = self.state.decide(&self.stats);
+            self.send(children, keys).await;
+            // Holders out of the ring whose Lease a read shows gone: their keys move now.
+            if !self.confirm().await {
+                return;
+            }
+        }
+    }
+
+    /// Reads the Lease of each holder out of the guest's ring that the Leases seen do not
+    /// show gone; true when one shows it gone, or no longer running the guest.
+    async fn confirm(&mut self) -> bool {
+        let mut confirmed = false;
+        for holder in std::mem::take(&mut self.state.unsure) {
+            let name = format!("{}-{holder}", self.sharded.ring);
+            match self.sharded.leases.get_opt(&name).await {
+                Ok(lease) if holds_nothing(lease.as_ref(), &holder, &self.guest) => {
+                    tracing::info!(guest = %self.guest, %holder, "sharder: a holder out of the ring is gone, or no longer runs the guest");
+                    self.state.gone(&holder);
+                    confirmed = true;
+                }
+                // The Leases seen lag: the next change of the members brings it.
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(guest = %self.guest, %holder, %error, "sharder: reading the Lease of a holder out of the ring");
+                }
+            }
+        }
+        confirmed
+    }
+
+    /// Sends the writes of `children`, then those of `keys`.
+    async fn send(&mut self, children: Vec<Write>, keys: Vec<Write>) {
         for writes in [children, keys] {
             let sent: Vec<_> = stream::iter(writes)
                 .map(|write| {
@@ -558,7 +602,13 @@ struct State {
     drain: String,
     primary: Primary,
     ring: Ring,
+    /// The guest's ring: the live members that announce it.
     live: BTreeSet<String>,
+    /// Members out of the ring known to hold nothing of the guest: their Lease expired (a read
+    /// confirmed it), or a read of it showed them gone or not running the guest.
+    gone: HashSet<String>,
+    /// Holders out of the ring not known to hold nothing: their Lease is to be read.
+    unsure: BTreeSet<String>,
     /// Primary objects by key, with the selection they were seen in.
     primaries: HashMap<ObjectKey, (usize, Labels)>,
     /// Children by source and key.
@@ -583,6 +633,8 @@ impl State {
             primary,
             ring: Ring::default(),
             live: BTreeSet::new(),
+            gone: HashSet::new(),
+            unsure: BTreeSet::new(),
             primaries: HashMap::new(),
             children: HashMap::new(),
             owned_by: HashMap::new(),
@@ -611,14 +663,36 @@ impl State {
             .min()
     }
 
-    /// Takes the live `members`; every primary is decided again when they changed.
-    fn ring(&mut self, members: &BTreeSet<String>, stats: &ShardStats) {
-        if *members == self.live {
+    /// Takes the ring of `guest` among `members`; every primary is decided again when it, or
+    /// what is known of those out of it, changed.
+    fn ring(&mut self, members: &Members, guest: &str, stats: &ShardStats) {
+        let ring = ring_of(members, guest);
+        let expired = members.iter().filter(|(_, m)| !m.live).map(|(n, _)| n);
+        let mut gone: HashSet<String> = expired.cloned().collect();
+        // A read's verdict holds until the member is seen in the ring again.
+        gone.extend(self.gone.iter().filter(|m| !ring.contains(*m)).cloned());
+        if ring == self.live && gone == self.gone {
             return;
         }
-        self.live = members.clone();
+        self.gone = gone;
+        self.set_ring(ring, stats);
+    }
+
+    /// Notes that `holder` holds nothing of the guest; its keys are decided again.
+    fn gone(&mut self, holder: &str) {
+        self.gone.insert(holder.to_owned());
+        let held: Vec<_> = (self.primaries.iter())
+            .filter(|(_, (_, labels))| labels.shard.as_deref() == Some(holder))
+            .map(|(key, (i, _))| (Source::Primary(*i), key.clone()))
+            .collect();
+        self.dirty.extend(held);
+    }
+
+    /// Takes `members` as the guest's ring; every primary is decided again.
+    fn set_ring(&mut self, members: BTreeSet<String>, stats: &ShardStats) {
         self.ring = Ring::new(members.iter().map(String::as_str));
         stats.members.store(members.len() as u64, Ordering::Relaxed);
+        self.live = members;
         let all: Vec<_> = self
             .primaries
             .iter()
@@ -787,6 +861,12 @@ impl State {
         let target = self.ring.owner(&key.to_string())?;
         let mut write = serde_json::Map::new();
         match labels.shard.as_deref() {
+            Some(holder) if !self.live.contains(holder) && !self.gone.contains(holder) => {
+                // Out of the ring by the Leases seen, which may lag: a read of its Lease
+                // settles it before the key moves without drain.
+                self.unsure.insert(holder.to_owned());
+                return None;
+            }
             Some(holder) if self.live.contains(holder) => {
                 if holder == target {
                     if !labels.drain {
@@ -890,6 +970,19 @@ impl State {
     }
 }
 
+/// Whether the membership Lease `lease` read now shows that `holder` holds nothing of `guest`:
+/// it is gone, released, held by another, or does not announce the guest (withdrawn: its
+/// controller's workers ended, and it announces it again only after a quarantine).
+fn holds_nothing(lease: Option<&Lease>, holder: &str, guest: &str) -> bool {
+    let Some(lease) = lease else {
+        return true;
+    };
+    let spec = lease.spec.as_ref();
+    let held = spec.and_then(|s| s.holder_identity.as_deref()) == Some(holder);
+    let (guests, _) = roster::announced(lease.metadata.annotations.as_ref());
+    !held || !guests.contains(guest)
+}
+
 /// The objects whose label writes failed, each with its backoff; an object's failures count on
 /// until a write of it succeeds or it is gone.
 #[derive(Default)]
@@ -971,6 +1064,7 @@ mod tests {
             .map(|(name, guests, leads)| {
                 let guests = guests.iter().map(|g| (*g).to_owned()).collect();
                 let member = membership::Member {
+                    live: true,
                     guests,
                     leads: *leads,
                 };
@@ -979,13 +1073,51 @@ mod tests {
             .collect()
     }
 
-    fn replica(member: &str, leads: bool) -> Sharded {
-        Sharded {
-            member: member.to_owned(),
-            members: watch::channel(Members::new()).1,
-            sharding: if leads { Gate::open() } else { Gate::closed() },
-            roster: Arc::default(),
-        }
+    #[test]
+    fn a_key_of_a_holder_out_of_the_ring_moves_only_once_a_read_shows_it_holds_nothing() {
+        let (mut state, stats) = one_member();
+        state.upsert(Source::Primary(0), &meta("p", "1", Some("m9")));
+        let (_, keys) = state.decide(&stats);
+        assert!(
+            keys.is_empty(),
+            "m9 may be a member the Leases seen do not show yet"
+        );
+        assert_eq!(state.unsure, BTreeSet::from(["m9".to_owned()]));
+        state.unsure.clear();
+        state.gone("m9");
+        let (_, keys) = state.decide(&stats);
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].labels["shard"], "m1");
+        // A member whose expiry the Leases confirmed needs no read.
+        let (mut state, stats) = one_member();
+        let mut members = members(&[("m1", &["g"], false), ("m9", &["g"], false)]);
+        members.get_mut("m9").unwrap().live = false;
+        state.ring(&members, "g", &stats);
+        state.upsert(Source::Primary(0), &meta("p", "1", Some("m9")));
+        assert_eq!(state.decide(&stats).1.len(), 1);
+    }
+
+    #[test]
+    fn a_lease_read_shows_a_holder_holds_nothing_unless_held_and_announcing_the_guest() {
+        let lease = |holder: &str, guests: &str| Lease {
+            metadata: kube::api::ObjectMeta {
+                annotations: Some(
+                    [(roster::GUESTS_ANNOTATION.to_owned(), guests.to_owned())].into(),
+                ),
+                ..Default::default()
+            },
+            spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+                holder_identity: Some(holder.to_owned()),
+                ..Default::default()
+            }),
+        };
+        assert!(holds_nothing(None, "m9", "g"));
+        assert!(holds_nothing(Some(&lease("", "g")), "m9", "g"), "released");
+        assert!(
+            holds_nothing(Some(&lease("m9", "h")), "m9", "g"),
+            "withdrawn"
+        );
+        assert!(!holds_nothing(Some(&lease("m9", "g,h")), "m9", "g"));
     }
 
     #[test]
@@ -1005,24 +1137,26 @@ mod tests {
 
     #[test]
     fn a_guest_is_sharded_by_the_leader_if_it_runs_it_else_by_the_first_of_its_ring() {
-        let ring = members(&[
+        let mut ring = members(&[
             ("a", &["g"], true),
             ("b", &["g", "h"], false),
             ("c", &["h"], false),
         ]);
-        assert!(replica("a", true).shards(&ring, "g"));
-        assert!(!replica("b", false).shards(&ring, "g"), "the leader runs g");
-        assert!(
-            replica("b", false).shards(&ring, "h"),
-            "b is the first of h's ring"
+        let sharder = |members: &Members, guest| sharder_of(members, guest);
+        assert_eq!(sharder(&ring, "g").as_deref(), Some("a"));
+        assert_eq!(
+            sharder(&ring, "h").as_deref(),
+            Some("b"),
+            "a does not run h"
         );
-        assert!(!replica("c", false).shards(&ring, "h"));
         assert_eq!(
             ring_of(&ring, "h"),
             BTreeSet::from(["b".into(), "c".into()])
         );
-        assert!(ring_of(&ring, "x").is_empty());
-        assert!(!replica("c", false).shards(&ring, "x"), "nobody runs x");
+        assert_eq!(sharder(&ring, "x"), None, "nobody runs x");
+        // A member whose Lease expired is in no ring.
+        ring.get_mut("b").unwrap().live = false;
+        assert_eq!(sharder(&ring, "h").as_deref(), Some("c"));
     }
 
     #[test]
@@ -1072,7 +1206,7 @@ mod tests {
         };
         let mut state = State::new("shard".to_owned(), "drain".to_owned(), primary);
         let stats = ShardStats::default();
-        state.ring(&BTreeSet::from(["m1".to_owned()]), &stats);
+        state.ring(&members(&[("m1", &["g"], false)]), "g", &stats);
         (state, stats)
     }
 
@@ -1131,9 +1265,9 @@ mod tests {
         assert!(children.is_empty() && keys.is_empty());
         assert!(state.dirty.contains(&failed));
         assert!(state.next_due().is_some());
-        state.ring(&BTreeSet::new(), &stats);
+        state.ring(&Members::new(), "g", &stats);
         assert_eq!(state.next_due(), None, "nothing is decided with no member");
-        state.ring(&BTreeSet::from(["m1".to_owned()]), &stats);
+        state.ring(&members(&[("m1", &["g"], false)]), "g", &stats);
         state.retries.succeeded(&failed);
         let (children, keys) = state.decide(&stats);
         assert_eq!(names(&children), ["c2"]);
