@@ -159,8 +159,13 @@ async fn replicas_share_keys_hand_over_and_never_reconcile_one_key_at_once() -> 
         labels,
     };
     let result = exercise(cluster, &config, &args, &mut replicas).await;
+    print_logs_if_failed(result, &replicas)
+}
+
+/// `result`, with the log of every replica printed if it is a failure.
+fn print_logs_if_failed(result: Result<()>, replicas: &[Replica]) -> Result<()> {
     if result.is_err() {
-        for replica in &replicas {
+        for replica in replicas {
             eprintln!(
                 "--- {} ({}):\n{}",
                 replica.name,
@@ -628,17 +633,7 @@ async fn each_guest_is_sharded_over_the_members_that_run_it() -> Result<()> {
         &mut replicas,
     )
     .await;
-    if result.is_err() {
-        for replica in &replicas {
-            eprintln!(
-                "--- {} ({}):\n{}",
-                replica.name,
-                replica.member,
-                replica.log()
-            );
-        }
-    }
-    result
+    print_logs_if_failed(result, &replicas)
 }
 
 async fn rings(

@@ -863,7 +863,7 @@ mod tests {
     use crate::histogram::{
         GUEST_CALL_BUCKETS, Histogram, RECONCILE_TIME_BUCKETS, WORKQUEUE_BUCKETS,
     };
-    use crate::shard::sharder::HANDOVER_BUCKETS;
+    use crate::shard::stats::HANDOVER_BUCKETS;
 
     fn histogram(bounds: &'static [f64], seconds: &[f64]) -> HistogramSnapshot {
         let histogram = Histogram::new(bounds);

@@ -32,8 +32,8 @@
 //! sees it and the ring has a member.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::stream::{BoxStream, SelectAll};
@@ -41,7 +41,6 @@ use futures::{FutureExt, StreamExt, stream};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -54,10 +53,10 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::cache::ObjectKey;
 use crate::cluster::selection::Selection;
 use crate::cluster::watch::Resources;
-use crate::histogram::{Histogram, exponential};
 use crate::shard::membership::{self, Members};
 use crate::shard::ring::Ring;
 use crate::shard::roster::{self, Roster};
+use crate::shard::stats::ShardStats;
 
 /// Label writes in flight at once.
 const WRITES_AT_ONCE: usize = 32;
@@ -75,9 +74,6 @@ const STUCK: Duration = Duration::from_secs(60);
 /// The field manager of shard and drain labels, written by the sharder and by a member
 /// handing an object over.
 pub const SHARDER_FIELD_MANAGER: &str = "kubewasm-sharder";
-
-/// Bounds of the handover time, from asking for a drain to labelling for the new member.
-pub const HANDOVER_BUCKETS: &[f64] = &exponential::<12>(0.005, 2.0);
 
 /// A replica's place in a shard ring.
 #[derive(Clone)]
@@ -119,70 +115,6 @@ fn ring_of(members: &Members, guest: &str) -> BTreeSet<String> {
         .filter(|(_, m)| m.live && m.guests.contains(guest))
         .map(|(name, _)| name.clone())
         .collect()
-}
-
-/// What the sharder of one guest did.
-pub struct ShardStats {
-    /// Live members of the ring, as last seen.
-    pub members: AtomicU64,
-    /// Primary objects labelled for a member: new ones and those of gone members.
-    pub assigned: AtomicU64,
-    /// Drains asked for: keys moving between live members.
-    pub moves: AtomicU64,
-    /// Time from asking for a drain to labelling for the new member.
-    pub handover: Histogram,
-    /// Label writes that failed (other than a conflict or a missing object).
-    pub failed: AtomicU64,
-    /// Objects whose last label write failed, waiting to be sent again.
-    pub backing_off: AtomicU64,
-    /// While label writes fail: when they started to, and the last error.
-    pub failing: Mutex<Option<(Timestamp, String)>>,
-    /// Drains asked for over [`STUCK`] ago that their holder has not served.
-    pub drains_stuck: AtomicU64,
-}
-
-impl ShardStats {
-    /// When the sharder's label writes started failing and the last error, while they fail.
-    pub fn failing(&self) -> Option<(Timestamp, String)> {
-        self.failing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Records the failures of one round of writes: `failed` writes, the first with `error`,
-    /// and `backing_off` objects waiting to be sent again.
-    fn record(&self, failed: usize, error: Option<String>, backing_off: usize) {
-        self.failed.fetch_add(failed as u64, Ordering::Relaxed);
-        self.backing_off
-            .store(backing_off as u64, Ordering::Relaxed);
-        let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
-        match error {
-            Some(error) => {
-                let since = failing
-                    .take()
-                    .map_or_else(Timestamp::now, |(since, _)| since);
-                *failing = Some((since, error));
-            }
-            None if backing_off == 0 => *failing = None,
-            None => {}
-        }
-    }
-}
-
-impl Default for ShardStats {
-    fn default() -> Self {
-        Self {
-            members: AtomicU64::new(0),
-            assigned: AtomicU64::new(0),
-            moves: AtomicU64::new(0),
-            handover: Histogram::new(HANDOVER_BUCKETS),
-            failed: AtomicU64::new(0),
-            backing_off: AtomicU64::new(0),
-            failing: Mutex::new(None),
-            drains_stuck: AtomicU64::new(0),
-        }
-    }
 }
 
 /// The guest a sharder shards.

@@ -5,8 +5,8 @@ use kube::api::GroupVersionKind;
 
 use super::Controller;
 use crate::cluster::cache::{CachedObject, ObjectKey};
-use crate::shard::sharder::ShardStats;
 use crate::shard::share::{Claim, Share};
+use crate::shard::stats::ShardStats;
 use crate::wasm::backend::CallError;
 use crate::wasm::bindings::types::Reason;
 

@@ -105,7 +105,7 @@ impl Controller {
             )
             .with_instances(settings.limits.instances),
         );
-        let settings_name = settings.name.clone();
+        let name = settings.name.clone();
         let controller = Arc::new(Self {
             queue: Arc::new(WorkQueue::new(settings.queue, replica.lanes.clone())),
             unmapped: WorkQueue::new(settings.queue, replica.lanes.clone()),
@@ -122,16 +122,8 @@ impl Controller {
             counters: Counters::default(),
             finalizing: Mutex::default(),
             gone_holding: Arc::default(),
-            gate: match &replica.sharded {
-                Some(_) => Gate::closed(),
-                None => replica.gate.clone(),
-            },
-            entry: Mutex::new(
-                replica
-                    .sharded
-                    .as_ref()
-                    .map(|s| s.roster.enter(&settings_name)),
-            ),
+            gate: gate_of(replica),
+            entry: Mutex::new(replica.sharded.as_ref().map(|s| s.roster.enter(&name))),
             share,
             declared: declared.primaries.clone(),
             shard_stats: Arc::default(),
@@ -337,6 +329,15 @@ fn writer(
             (s.label().to_owned(), s.member().to_owned(), primary)
         }),
     ))
+}
+
+/// The gate of a controller's workers: the `replica`'s own, or, when sharded, one of the
+/// controller's, opened once its guest is announced (see [`Controller::announce`]).
+fn gate_of(replica: &Replica) -> Gate {
+    match &replica.sharded {
+        Some(_) => Gate::closed(),
+        None => replica.gate.clone(),
+    }
 }
 
 /// Queues `key`: in the low-priority lane when it comes of an `initial` list, so that real
