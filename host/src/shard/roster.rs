@@ -63,6 +63,9 @@ struct Names {
     unsure: bool,
 }
 
+/// The guests a write announces, and whether it says the member leads.
+type Announcement = (BTreeSet<String>, bool);
+
 /// One guest's controllers on this replica.
 #[derive(Default)]
 struct Guest {
@@ -97,7 +100,13 @@ pub struct Hold {
 impl Roster {
     /// Enters a controller of `guest`: not ready yet.
     pub fn enter(self: &Arc<Self>, guest: &str) -> Entry {
-        self.update(|names| names.guests.entry(guest.to_owned()).or_default().holders += 1);
+        self.update(|names| {
+            let guest = names.guests.entry(guest.to_owned()).or_default();
+            guest.holders += 1;
+            if guest.ready == 0 {
+                guest.unready_since.get_or_insert_with(Instant::now);
+            }
+        });
         Entry {
             roster: self.clone(),
             guest: guest.to_owned(),
@@ -130,12 +139,9 @@ impl Roster {
         let mut pause = Duration::from_secs(1);
         loop {
             let notified = self.changed.notified();
-            let (wanted, leads, wake) = self.wanted(Instant::now());
-            if self.differs(&wanted, leads) {
-                self.writing(Some(wanted.clone()));
-                let written = write(&api, &lease, &wanted, leads).await;
-                self.writing(None);
-                match written {
+            let (next, wake) = self.begin(Instant::now());
+            if let Some((wanted, leads)) = next {
+                match write(&api, &lease, &wanted, leads).await {
                     Ok(()) => {
                         self.written(wanted, leads, Instant::now());
                         pause = Duration::from_secs(1);
@@ -166,24 +172,18 @@ impl Roster {
         self.changed.notify_one();
     }
 
-    /// The guests to announce at `now`, whether this replica leads, and when a guest waiting
-    /// out its quarantine may be announced.
-    fn wanted(&self, now: Instant) -> (BTreeSet<String>, bool, Option<Instant>) {
-        let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+    /// What to write at `now`, if the Lease may say otherwise (noted as the write in flight,
+    /// under the same lock), and when a guest waiting out its quarantine or grace is due.
+    fn begin(&self, now: Instant) -> (Option<Announcement>, Option<Instant>) {
+        let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
         let (wanted, wake) = names.wanted(now);
-        (wanted, names.leads, wake)
-    }
-
-    fn differs(&self, wanted: &BTreeSet<String>, leads: bool) -> bool {
-        let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
-        names.unsure || names.written != *wanted || names.written_leads != leads
-    }
-
-    fn writing(&self, writing: Option<BTreeSet<String>>) {
-        self.names
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .writing = writing;
+        let leads = names.leads;
+        let differs = names.unsure || names.written != wanted || names.written_leads != leads;
+        if !differs {
+            return (None, wake);
+        }
+        names.writing = Some(wanted.clone());
+        (Some((wanted, leads)), wake)
     }
 
     /// Takes in that a write of `wanted` failed at `now`: it may have landed.
@@ -251,6 +251,7 @@ impl Names {
         }
         self.written = self.written.intersection(wanted).cloned().collect();
         self.unsure = true;
+        self.writing = None;
     }
 
     /// Takes in that the Lease says `written` and `leads` since `now`: a guest no longer
@@ -266,11 +267,14 @@ impl Names {
                 guest.waiting.drain(..).for_each(|gate| gate.let_through());
             }
         }
-        // A guest no longer run is remembered through its quarantine.
-        self.guests.retain(|_, guest| {
-            guest.holders > 0 || guest.withdrawn.is_some_and(|at| now < at + QUARANTINE)
+        // A guest no longer run is remembered while written, and through its quarantine.
+        self.guests.retain(|name, guest| {
+            guest.holders > 0
+                || written.contains(name)
+                || guest.withdrawn.is_some_and(|at| now < at + QUARANTINE)
         });
         self.written = written;
+        self.writing = None;
         self.written_leads = leads;
         self.unsure = false;
     }
@@ -410,14 +414,14 @@ mod tests {
         let roster = Arc::new(Roster::default());
         let now = Instant::now();
         let mut entry = roster.enter("a");
-        assert!(roster.wanted(now).0.is_empty(), "not synced yet");
+        assert!(names(&roster).wanted(now).0.is_empty(), "not synced yet");
         entry.ready();
-        assert_eq!(roster.wanted(now).0, set(&["a"]));
+        assert_eq!(names(&roster).wanted(now).0, set(&["a"]));
         assert!(!entry.announced().is_open(), "not written yet");
         roster.written(set(&["a"]), false, now);
         assert!(entry.announced().is_open());
         drop(entry);
-        assert!(roster.wanted(now).0.is_empty());
+        assert!(names(&roster).wanted(now).0.is_empty());
         roster.written(BTreeSet::new(), false, now);
         assert_eq!(names(&roster).guests["a"].withdrawn, Some(now));
     }
@@ -433,11 +437,11 @@ mod tests {
         roster.written(BTreeSet::new(), false, now);
         let mut second = roster.enter("a");
         second.ready();
-        let (wanted, _, wake) = roster.wanted(now);
+        let (wanted, wake) = names(&roster).wanted(now);
         assert!(wanted.is_empty());
         assert_eq!(wake, Some(now + QUARANTINE));
         assert!(!second.announced().is_open());
-        assert_eq!(roster.wanted(now + QUARANTINE).0, set(&["a"]));
+        assert_eq!(names(&roster).wanted(now + QUARANTINE).0, set(&["a"]));
         roster.written(set(&["a"]), false, now + QUARANTINE);
         assert!(second.announced().is_open());
     }
@@ -454,7 +458,7 @@ mod tests {
         let mut new = roster.enter("a");
         drop(hold);
         assert_eq!(
-            roster.wanted(now).0,
+            names(&roster).wanted(now).0,
             set(&["a"]),
             "announced while replaced"
         );
@@ -470,13 +474,17 @@ mod tests {
         old.ready();
         roster.written(set(&["a"]), false, now);
         drop(old);
-        roster.writing(Some(BTreeSet::new()));
+        let (writing, _) = roster.begin(now);
+        assert_eq!(
+            writing,
+            Some((BTreeSet::new(), false)),
+            "the withdrawal is in flight"
+        );
         let mut new = roster.enter("a");
         new.ready();
         assert!(!new.announced().is_open());
-        roster.writing(None);
         roster.written(BTreeSet::new(), false, now);
-        assert!(roster.wanted(now).0.is_empty(), "in quarantine");
+        assert!(names(&roster).wanted(now).0.is_empty(), "in quarantine");
     }
 
     #[test]
@@ -488,11 +496,11 @@ mod tests {
         roster.written(set(&["a"]), false, now);
         drop(old);
         roster.failed(&BTreeSet::new(), now);
-        assert!(roster.differs(&BTreeSet::new(), false), "written again");
+        assert!(roster.begin(now).0.is_some(), "written again");
         let mut new = roster.enter("a");
         new.ready();
         assert!(!new.announced().is_open());
-        assert_eq!(roster.wanted(now).2, Some(now + QUARANTINE));
+        assert_eq!(names(&roster).wanted(now).1, Some(now + QUARANTINE));
     }
 
     #[test]
@@ -506,10 +514,10 @@ mod tests {
         drop(old);
         let _new = roster.enter("a");
         drop(hold);
-        let (wanted, _, wake) = roster.wanted(Instant::now());
+        let (wanted, wake) = names(&roster).wanted(Instant::now());
         assert_eq!(wanted, set(&["a"]));
         let end = wake.expect("the grace ends");
-        assert!(roster.wanted(end).0.is_empty());
+        assert!(names(&roster).wanted(end).0.is_empty());
     }
 
     #[test]

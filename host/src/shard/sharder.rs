@@ -358,10 +358,12 @@ impl Sharder {
                     self.state.gone(&holder);
                     confirmed = true;
                 }
-                // The Leases seen lag: the next change of the members brings it.
-                Ok(_) => {}
+                // The Leases seen lag, or the read failed: its keys are decided again after a
+                // backoff, unless a change of the members comes first.
+                Ok(_) => self.state.recheck(&holder, Instant::now()),
                 Err(error) => {
                     tracing::warn!(guest = %self.guest, %holder, %error, "sharder: reading the Lease of a holder out of the ring");
+                    self.state.recheck(&holder, Instant::now());
                 }
             }
         }
@@ -613,11 +615,28 @@ impl State {
     /// Notes that `holder` holds nothing of the guest; its keys are decided again.
     fn gone(&mut self, holder: &str) {
         self.gone.insert(holder.to_owned());
-        let held: Vec<_> = (self.primaries.iter())
+        for object in self.held_by(holder) {
+            // Moved at once, whatever backoff its rechecks left.
+            self.retries.waiting.remove(&object);
+            self.dirty.insert(object);
+        }
+    }
+
+    /// Decides the keys of `holder`, whose Lease was not shown to hold nothing, again after a
+    /// backoff of their own.
+    fn recheck(&mut self, holder: &str, now: Instant) {
+        for object in self.held_by(holder) {
+            self.retries.failed(object.clone(), now);
+            self.dirty.insert(object);
+        }
+    }
+
+    /// The primary objects labelled for `holder`.
+    fn held_by(&self, holder: &str) -> Vec<(Source, ObjectKey)> {
+        (self.primaries.iter())
             .filter(|(_, (_, labels))| labels.shard.as_deref() == Some(holder))
             .map(|(key, (i, _))| (Source::Primary(*i), key.clone()))
-            .collect();
-        self.dirty.extend(held);
+            .collect()
     }
 
     /// Takes `members` as the guest's ring; every primary is decided again.
@@ -1016,6 +1035,10 @@ mod tests {
         );
         assert_eq!(state.unsure, BTreeSet::from(["m9".to_owned()]));
         state.unsure.clear();
+        // A read that fails, or shows it live: decided again after a backoff.
+        let now = Instant::now();
+        state.recheck("m9", now);
+        assert_eq!(state.next_due(), Some(now + RETRY));
         state.gone("m9");
         let (_, keys) = state.decide(&stats);
         assert_eq!(keys.len(), 1);

@@ -159,9 +159,9 @@ impl Share {
             return None;
         }
         let key = old.key();
-        let handed_over = (self.released.lock().expect("released lock"))
-            .remove(&key)
-            .is_some();
+        // Handed over from the version that leaves; one that changed since is no handover.
+        let handed = (self.released.lock().expect("released lock")).remove(&key);
+        let handed_over = handed.is_some_and(|h| h.version.as_deref() == old.resource_version());
         if handed_over || !self.open.load(Ordering::Relaxed) {
             return Some(false);
         }
@@ -174,11 +174,11 @@ impl Share {
     pub fn arrived(&self, change: &Change) -> bool {
         !change.initial
             && change.old.is_none()
-            && change
-                .new
-                .as_deref()
-                .and_then(created)
-                .is_some_and(|at| Timestamp::now().duration_since(at).unsigned_abs() > ARRIVAL_AGE)
+            && change.new.as_deref().and_then(created).is_some_and(|at| {
+                // A clock behind the API server's makes no new object look old.
+                let age = Timestamp::now().duration_since(at);
+                age.is_positive() && age.unsigned_abs() > ARRIVAL_AGE
+            })
     }
 
     /// Notes that this replica may reconcile the guest's keys from now on.
@@ -360,6 +360,19 @@ mod tests {
             ..entering(old)
         };
         assert!(!share.arrived(&listed), "listed at start");
+    }
+
+    #[test]
+    fn a_key_deleted_at_another_version_than_it_was_handed_over_from_is_a_deletion() {
+        let share = Share::new("g", "m1");
+        share.open();
+        let drained = cached("a", "1", true);
+        let key = drained.key();
+        share.release(&key, &drained);
+        // The sharder took the drain back (the removal met a conflict), then it was deleted.
+        let kept = cached("a", "3", false);
+        assert_eq!(left(&share, &kept), Some(true));
+        assert!(matches!(share.claim(&key, None), Claim::Ours));
     }
 
     #[test]
