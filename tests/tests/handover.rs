@@ -218,8 +218,10 @@ async fn a_handover_whose_answer_is_lost_is_no_deletion_and_a_return_unseen_is_t
         eprintln!("a handover whose answer was lost: no reconcile after it");
 
         // 2. Given back while the host is cut off, and the watch compacted away.
-        set(&sources, json!({ LABEL: member }), json!({ "holdMs": "0" })).await?;
-        mirrored(&sources, "v1").await?;
+        // A value of its own, so that the reconcile of the return is seen to end first.
+        let back = json!({ "value": "v1b", "holdMs": "0" });
+        set(&sources, json!({ LABEL: member }), back).await?;
+        mirrored(&sources, "v1b").await?;
         let expired = host.log().matches(EXPIRED).count();
         let cut = (HOLD, Duration::from_secs(4));
         hand_over_unanswered(&sources, host, &relay, "v2", cut).await?;
