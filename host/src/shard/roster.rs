@@ -405,6 +405,14 @@ mod tests {
         roster.names.lock().unwrap()
     }
 
+    /// A synced controller of the guest `a`, announced at `now`.
+    fn running(roster: &Arc<Roster>, now: Instant) -> Entry {
+        let mut entry = roster.enter("a");
+        entry.ready();
+        roster.written(set(&["a"]), false, now);
+        entry
+    }
+
     fn set(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|n| (*n).to_owned()).collect()
     }
@@ -430,9 +438,7 @@ mod tests {
     fn a_withdrawn_guest_is_announced_again_only_after_its_quarantine() {
         let roster = Arc::new(Roster::default());
         let now = Instant::now();
-        let mut first = roster.enter("a");
-        first.ready();
-        roster.written(set(&["a"]), false, now);
+        let first = running(&roster, now);
         drop(first);
         roster.written(BTreeSet::new(), false, now);
         let mut second = roster.enter("a");
@@ -450,9 +456,7 @@ mod tests {
     fn a_replaced_controller_keeps_its_guest_announced_under_a_hold() {
         let roster = Arc::new(Roster::default());
         let now = Instant::now();
-        let mut old = roster.enter("a");
-        old.ready();
-        roster.written(set(&["a"]), false, now);
+        let old = running(&roster, now);
         let hold = roster.hold("a");
         drop(old);
         let mut new = roster.enter("a");
@@ -470,9 +474,7 @@ mod tests {
     fn a_gate_does_not_open_while_a_write_withdrawing_its_guest_is_in_flight() {
         let roster = Arc::new(Roster::default());
         let now = Instant::now();
-        let mut old = roster.enter("a");
-        old.ready();
-        roster.written(set(&["a"]), false, now);
+        let old = running(&roster, now);
         drop(old);
         let (writing, _) = roster.begin(now);
         assert_eq!(
@@ -491,9 +493,7 @@ mod tests {
     fn a_failed_write_counts_the_guests_it_drops_as_withdrawn_and_is_made_again() {
         let roster = Arc::new(Roster::default());
         let now = Instant::now();
-        let mut old = roster.enter("a");
-        old.ready();
-        roster.written(set(&["a"]), false, now);
+        let old = running(&roster, now);
         drop(old);
         roster.failed(&BTreeSet::new(), now);
         assert!(roster.begin(now).0.is_some(), "written again");
@@ -507,9 +507,7 @@ mod tests {
     fn a_replacement_that_never_syncs_is_withdrawn_after_the_grace() {
         let roster = Arc::new(Roster::default());
         let now = Instant::now();
-        let mut old = roster.enter("a");
-        old.ready();
-        roster.written(set(&["a"]), false, now);
+        let old = running(&roster, now);
         let hold = roster.hold("a");
         drop(old);
         let _new = roster.enter("a");
