@@ -260,16 +260,7 @@ async fn exercise(
     replicas: &mut Vec<Replica>,
 ) -> Result<()> {
     let config_maps = &cluster.config_maps;
-    for i in 0..SOURCES {
-        let source: ConfigMap = serde_json::from_value(json!({
-            "metadata": {
-                "name": format!("source-{i}"),
-                "labels": { "kubewasm.dev/fixture": "ledger" },
-            },
-            "data": { "value": "v0" },
-        }))?;
-        config_maps.create(&PostParams::default(), &source).await?;
-    }
+    create_sources(config_maps).await?;
     let members = |replicas: &[Replica]| -> BTreeSet<String> {
         replicas
             .iter()
@@ -344,6 +335,21 @@ async fn exercise(
     never_at_once(replicas, 5)
 }
 
+/// Creates the sources of the `ledger` guest, each with the value `v0`.
+async fn create_sources(config_maps: &Api<ConfigMap>) -> Result<()> {
+    for i in 0..SOURCES {
+        let source: ConfigMap = serde_json::from_value(json!({
+            "metadata": {
+                "name": format!("source-{i}"),
+                "labels": { "kubewasm.dev/fixture": "ledger" },
+            },
+            "data": { "value": "v0" },
+        }))?;
+        config_maps.create(&PostParams::default(), &source).await?;
+    }
+    Ok(())
+}
+
 /// Sets every source's value.
 async fn update(config_maps: &Api<ConfigMap>, value: &str) -> Result<()> {
     for i in 0..SOURCES {
@@ -373,6 +379,12 @@ async fn holders(config_maps: &Api<ConfigMap>) -> Result<BTreeMap<String, String
             Some((name, holder))
         })
         .collect())
+}
+
+/// How many members hold sources.
+async fn holding(config_maps: &Api<ConfigMap>) -> Result<usize> {
+    let holders = holders(config_maps).await?;
+    Ok(holders.values().collect::<BTreeSet<_>>().len())
 }
 
 /// Waits until every source is labelled for one of `members` and its child holds `value`.
@@ -644,16 +656,7 @@ async fn rings(
 ) -> Result<()> {
     let (a, b) = (replicas[0].member.clone(), replicas[1].member.clone());
     let both = BTreeSet::from([a.clone(), b.clone()]);
-    for i in 0..SOURCES {
-        let source: ConfigMap = serde_json::from_value(json!({
-            "metadata": {
-                "name": format!("source-{i}"),
-                "labels": { "kubewasm.dev/fixture": "ledger" },
-            },
-            "data": { "value": "v0" },
-        }))?;
-        config_maps.create(&PostParams::default(), &source).await?;
-    }
+    create_sources(config_maps).await?;
     let mut owners = Vec::new();
     for i in 0..PODSETS {
         owners.push(podset::create(podsets, &format!("ps-{i}"), 2).await?);
@@ -670,12 +673,7 @@ async fn rings(
     );
     converged(config_maps, "v0", &both).await?;
     ensure!(
-        holders(config_maps)
-            .await?
-            .values()
-            .collect::<BTreeSet<_>>()
-            .len()
-            == 2,
+        holding(config_maps).await? == 2,
         "both replicas hold sources"
     );
 
@@ -698,12 +696,7 @@ async fn rings(
     update(config_maps, "v2").await?;
     converged(config_maps, "v2", &both).await?;
     ensure!(
-        holders(config_maps)
-            .await?
-            .values()
-            .collect::<BTreeSet<_>>()
-            .len()
-            == 2,
+        holding(config_maps).await? == 2,
         "both replicas hold sources again"
     );
 

@@ -79,14 +79,19 @@ pub fn member_name() -> String {
     }
 }
 
-/// The election of `member`'s own Lease in `ring`: `<ring>-<member>` in `namespace`.
+/// The name of `member`'s own Lease in `ring`.
+pub fn lease_name(ring: &str, member: &str) -> String {
+    format!("{ring}-{member}")
+}
+
+/// The election of `member`'s own Lease in `ring`: [`lease_name`] in `namespace`.
 pub fn election(
     namespace: &str,
     ring: &str,
     member: &str,
     timings: LeaseTimings,
 ) -> ElectionConfig {
-    let mut config = ElectionConfig::new(namespace, format!("{ring}-{member}"), timings);
+    let mut config = ElectionConfig::new(namespace, lease_name(ring, member), timings);
     config.identity = member.to_owned();
     config.labels = BTreeMap::from([(RING_LABEL.to_owned(), ring.to_owned())]);
     config
@@ -150,7 +155,7 @@ pub fn watch(client: Client, namespace: &str, ring: &str) -> channel::Receiver<M
                     }
                 }
             }
-            let live = leases.live(Instant::now());
+            let live = leases.members(Instant::now());
             sender.send_if_modified(|members| {
                 let changed = *members != live;
                 if changed {
@@ -256,7 +261,7 @@ impl Leases {
 
     /// The holders of Leases, each live unless known to have expired: expired by the watch and
     /// confirmed by a read.
-    fn live(&self, now: Instant) -> Members {
+    fn members(&self, now: Instant) -> Members {
         let member = |seen: &Seen| Member {
             live: !seen.confirmed || !leader::expired(&seen.spec, seen.at, now),
             ..seen.member.clone()
@@ -363,7 +368,7 @@ mod tests {
         leases.apply(watcher::Event::Apply(lease("r-b", "b", 15, 0)), start);
         leases.apply(watcher::Event::Apply(lease("r-c", "", 1, 0)), start);
         assert_eq!(
-            holders(leases.live(start)),
+            holders(leases.members(start)),
             BTreeSet::from(["a".into(), "b".into()])
         );
         // a renews; b does not.
@@ -372,7 +377,10 @@ mod tests {
         leases.apply(watcher::Event::Apply(lease("r-b", "b", 15, 0)), later);
         let expired = start + Duration::from_secs(15);
         leases.confirm("r-b", lease("r-b", "b", 15, 0), expired);
-        assert_eq!(holders(leases.live(expired)), BTreeSet::from(["a".into()]));
+        assert_eq!(
+            holders(leases.members(expired)),
+            BTreeSet::from(["a".into()])
+        );
         let names =
             |at| -> Vec<String> { leases.abandoned(at).into_iter().map(|(n, _)| n).collect() };
         assert_eq!(names(expired), ["r-c"], "a released Lease, after 2 s");
@@ -388,7 +396,7 @@ mod tests {
             "a released Lease and one not renewed for 30 s"
         );
         leases.apply(watcher::Event::Delete(lease("r-a", "a", 15, 1)), expired);
-        assert!(holders(leases.live(expired)).is_empty());
+        assert!(holders(leases.members(expired)).is_empty());
     }
 
     #[test]
@@ -399,7 +407,7 @@ mod tests {
         let expired = start + Duration::from_secs(15);
         let b = BTreeSet::from(["b".to_owned()]);
         assert_eq!(
-            holders(leases.live(expired)),
+            holders(leases.members(expired)),
             b,
             "the watch may have stalled"
         );
@@ -407,21 +415,24 @@ mod tests {
         // The read shows a renewal the watch has not: b is live for another duration.
         leases.confirm("r-b", lease("r-b", "b", 15, 1), expired);
         assert!(leases.unconfirmed(expired).is_empty());
-        assert_eq!(holders(leases.live(expired + Duration::from_secs(14))), b);
+        assert_eq!(
+            holders(leases.members(expired + Duration::from_secs(14))),
+            b
+        );
         let later = expired + Duration::from_secs(15);
         assert_eq!(leases.unconfirmed(later), ["r-b"]);
         // A failed read keeps b and waits before reading again.
         leases.retry_later("r-b", later);
         assert!(leases.unconfirmed(later).is_empty());
-        assert_eq!(holders(leases.live(later)), b);
+        assert_eq!(holders(leases.members(later)), b);
         let retry = later + CONFIRM_RETRY;
         assert_eq!(leases.unconfirmed(retry), ["r-b"]);
         leases.confirm("r-b", lease("r-b", "b", 15, 1), retry);
-        assert!(holders(leases.live(retry)).is_empty());
+        assert!(holders(leases.members(retry)).is_empty());
         assert!(leases.unconfirmed(retry).is_empty());
         // The watch catching up with the version read changes nothing.
         leases.apply(watcher::Event::Apply(lease("r-b", "b", 15, 1)), retry);
-        assert!(holders(leases.live(retry)).is_empty());
+        assert!(holders(leases.members(retry)).is_empty());
     }
 
     #[test]
@@ -434,14 +445,14 @@ mod tests {
             live: true,
             ..Member::default()
         };
-        assert_eq!(leases.live(now)["a"], live);
+        assert_eq!(leases.members(now)["a"], live);
         record.metadata.annotations = Some(BTreeMap::from([(
             roster::GUESTS_ANNOTATION.to_owned(),
             "g1,g2".to_owned(),
         )]));
         record.metadata.resource_version = Some("7".into());
         leases.apply(watcher::Event::Apply(record), now + Duration::from_secs(14));
-        let member = &leases.live(now + Duration::from_secs(14))["a"];
+        let member = &leases.members(now + Duration::from_secs(14))["a"];
         assert_eq!(member.guests, BTreeSet::from(["g1".into(), "g2".into()]));
         assert!(
             !leases.unconfirmed(now + Duration::from_secs(15)).is_empty(),

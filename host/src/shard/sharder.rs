@@ -91,17 +91,13 @@ pub struct Sharded {
     pub ring: String,
 }
 
-impl Sharded {
-    /// Whether this replica shards `guest` while the members are `members`: the member that
-    /// leads if it announces the guest, else the first of the guest's ring. Every member
-    /// decides by the same rule on the Leases it has seen.
-    fn shards(&self, members: &Members, guest: &str) -> bool {
-        sharder_of(members, guest).as_ref() == Some(&self.member)
-    }
+/// Whether `member` shards `guest` while the members are `members` (see [`sharder_of`]).
+fn shards(members: &Members, guest: &str, member: &str) -> bool {
+    sharder_of(members, guest).as_deref() == Some(member)
 }
 
 /// The member that shards `guest`: the one that leads if it announces the guest, else the
-/// first of the guest's ring.
+/// first of the guest's ring. Every member decides by this rule on the Leases it has seen.
 fn sharder_of(members: &Members, guest: &str) -> Option<String> {
     let ring = ring_of(members, guest);
     let leader = (ring.iter()).find(|name| members.get(*name).is_some_and(|m| m.leads));
@@ -166,23 +162,20 @@ enum Source {
     Owned(usize),
 }
 
-/// Shards `guest` while this replica is its sharder (see [`Sharded::shards`]), until `stop` is
+/// Shards `guest` while this replica is its sharder (see [`sharder_of`]), until `stop` is
 /// cancelled.
 pub async fn run(
     guest: Guest,
     resources: Arc<Resources>,
-    sharded: Sharded,
+    mut sharded: Sharded,
     stats: Arc<ShardStats>,
     stop: CancellationToken,
 ) {
-    let mut members = sharded.members.clone();
     loop {
-        if !until_sharder(&guest.name, &sharded, &mut members, &stop).await {
+        if !until_sharder(&guest.name, &mut sharded, &stop).await {
             return;
         }
-        let mut own = sharded.clone();
-        own.members = members.clone();
-        let started = Sharder::start(&guest, &resources, own, &stats, &stop).await;
+        let started = Sharder::start(&guest, &resources, sharded.clone(), &stats, &stop).await;
         let Some(mut sharder) = started else {
             return;
         };
@@ -203,18 +196,13 @@ pub async fn run(
 
 /// Waits until this replica shards `guest`: `false` when `stop` is cancelled first or the
 /// members are no longer published.
-async fn until_sharder(
-    guest: &str,
-    sharded: &Sharded,
-    members: &mut watch::Receiver<Members>,
-    stop: &CancellationToken,
-) -> bool {
+async fn until_sharder(guest: &str, sharded: &mut Sharded, stop: &CancellationToken) -> bool {
     loop {
-        if sharded.shards(&members.borrow_and_update(), guest) {
+        if shards(&sharded.members.borrow_and_update(), guest, &sharded.member) {
             return true;
         }
         tokio::select! {
-            changed = members.changed() => if changed.is_err() { return false },
+            changed = sharded.members.changed() => if changed.is_err() { return false },
             () = stop.cancelled() => return false,
         }
     }
@@ -318,11 +306,12 @@ impl Sharder {
     /// Takes the guest's ring as it is now, then every event that is ready; `false` when this
     /// replica no longer shards the guest.
     fn catch_up(&mut self) -> bool {
-        let members = self.sharded.members.borrow_and_update().clone();
-        if !self.sharded.shards(&members, &self.guest) {
+        let members = self.sharded.members.borrow_and_update();
+        if !shards(&members, &self.guest, &self.sharded.member) {
             return false;
         }
         self.state.ring(&members, &self.guest, &self.stats);
+        drop(members);
         // Take what else is ready before writing.
         while let Some(Some((source, event))) = self.events.next().now_or_never() {
             if let Ok(event) = event {
@@ -351,7 +340,7 @@ impl Sharder {
     async fn confirm(&mut self) -> bool {
         let mut confirmed = false;
         for holder in std::mem::take(&mut self.state.unsure) {
-            let name = format!("{}-{holder}", self.sharded.ring);
+            let name = membership::lease_name(&self.sharded.ring, &holder);
             match self.sharded.leases.get_opt(&name).await {
                 Ok(lease) if holds_nothing(lease.as_ref(), &holder, &self.guest) => {
                     tracing::info!(guest = %self.guest, %holder, "sharder: a holder out of the ring is gone, or no longer runs the guest");
