@@ -394,7 +394,8 @@ fn write_violation(write: &Write, profile: Profile) -> Option<&'static str> {
             let metadata = &apply.object["metadata"];
             let same = metadata["name"] == apply.name.as_str()
                 && metadata["namespace"].as_str() == apply.namespace.as_deref()
-                && kubewasm::cluster::cache::kind_of(&apply.object).as_ref() == Some(&apply.kind);
+                && kubewasm::cluster::selection::kind_of(&apply.object).as_ref()
+                    == Some(&apply.kind);
             if !same {
                 return Some("an apply names another object than its body");
             }

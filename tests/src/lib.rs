@@ -11,11 +11,13 @@
 //! started with them (`KUBEWASM_APISERVER_ARGS`, see `deploy/local/README.md`).
 #![warn(missing_docs)]
 
+pub mod delay;
 pub mod ledger;
 pub mod podset;
 pub mod prometheus;
 pub mod registry;
 pub mod relay;
+pub mod ring;
 pub mod rogue;
 pub mod wasmctl;
 

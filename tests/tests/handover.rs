@@ -17,18 +17,16 @@
 //! The API server runs with the watch cache off for ConfigMaps, so that a watch resumed from a
 //! compacted revision is answered with 410.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use kubewasm_tests::ledger::{self, word};
 use kubewasm_tests::relay::Relay;
+use kubewasm_tests::ring;
 use kubewasm_tests::{HostProcess, WAIT, control_plane_with, eventually, guest_wasm};
 use serde_json::json;
 
@@ -42,28 +40,6 @@ const HOLD: Duration = Duration::from_secs(4);
 const FAILED: &str = "handing the key over failed";
 /// What the host logs when a watch is answered with 410 Gone.
 const EXPIRED: &str = "watch expired (410 Gone)";
-
-/// A Lease held for an hour by `holder`, labelled as a member of the ring if `annotations`.
-fn lease(name: &str, holder: &str, annotations: Option<BTreeMap<String, String>>) -> Lease {
-    let now = MicroTime(Timestamp::now());
-    let member = annotations.is_some();
-    Lease {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: member
-                .then(|| BTreeMap::from([("shard.kubewasm.dev/ring".to_owned(), RING.to_owned())])),
-            annotations,
-            ..ObjectMeta::default()
-        },
-        spec: Some(LeaseSpec {
-            holder_identity: Some(holder.to_owned()),
-            lease_duration_seconds: Some(3600),
-            acquire_time: Some(now.clone()),
-            renew_time: Some(now),
-            ..LeaseSpec::default()
-        }),
-    }
-}
 
 /// The reconciles of the source the host's log records.
 fn runs(host: &HostProcess) -> Result<usize> {
@@ -147,15 +123,7 @@ async fn a_handover_whose_answer_is_lost_is_no_deletion_and_a_return_unseen_is_t
     let ns = plane.namespace("handover").await?;
     // The test leads the ring and runs the ledger in it: the host never shards.
     let leases = Api::<Lease>::namespaced(client.clone(), ns.name());
-    let announced = BTreeMap::from([
-        ("shard.kubewasm.dev/guests".to_owned(), "ledger".to_owned()),
-        ("shard.kubewasm.dev/leads".to_owned(), "true".to_owned()),
-    ]);
-    leases
-        .create(&PostParams::default(), &lease(RING, "test", None))
-        .await?;
-    let member = lease(&format!("{RING}-test"), "test", Some(announced));
-    leases.create(&PostParams::default(), &member).await?;
+    ring::lead(&leases, RING, "ledger").await?;
     let sources = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
     let source: ConfigMap = serde_json::from_value(json!({
         "metadata": { "name": SOURCE, "labels": { "kubewasm.dev/fixture": "ledger" } },

@@ -9,8 +9,7 @@ use std::ops::Bound;
 use std::sync::{Arc, LazyLock, RwLock};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-use kube::api::{DynamicObject, GroupVersionKind};
-use kube::core::GroupVersion;
+use kube::api::DynamicObject;
 use serde::Deserialize;
 
 use crate::cluster::managed::IntentDigest;
@@ -462,12 +461,6 @@ fn digest<'a>(entries: impl Iterator<Item = (&'a String, &'a String)>) -> u64 {
     hasher.finish()
 }
 
-/// The kind of a Kubernetes object from its `apiVersion` and `kind`, if it has both.
-pub fn kind_of(object: &serde_json::Value) -> Option<GroupVersionKind> {
-    let version: GroupVersion = object["apiVersion"].as_str()?.parse().ok()?;
-    Some(version.with_kind(object["kind"].as_str()?))
-}
-
 /// The name of an object: what a workqueue holds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
@@ -804,6 +797,12 @@ impl Store {
         self.read().lists
     }
 
+    /// The highest resourceVersion the watch or a list has shown: every change of the selection
+    /// up to it is in the store.
+    pub fn watermark(&self) -> u64 {
+        self.read().watermark
+    }
+
     /// Notes a bookmark: the watch has shown every change up to `version`.
     pub fn bookmark(&self, version: &str) {
         self.write().advance(version.parse().ok());
@@ -913,9 +912,6 @@ impl Store {
         }
         let changes = differences(&inner.objects, &fresh, initial);
         inner.advance(version);
-        for Entry(object) in &fresh {
-            inner.advance(object.version());
-        }
         // A deleted object the snapshot never saw was written after it: its deletion is still
         // to come on the watch.
         for (key, tombstone) in &inner.tombstones {

@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::Value;
 
-use crate::cluster::cache::kind_of;
+use crate::cluster::selection::kind_of;
 use crate::cmd::cli::RegistryArgs;
 use crate::cmd::fail;
 use crate::cmd::source::{ModuleSource, SourceError};

@@ -83,6 +83,10 @@ pub struct ShardSnapshot {
     pub backing_off: u64,
     /// Drains asked for longer than a minute ago that their holder has not served.
     pub drains_stuck: u64,
+    /// Label writes of the sharder that met a newer version of their object.
+    pub conflicts: u64,
+    /// Reconciles put off until this replica's watches showed a key's children.
+    pub children_waits: u64,
 }
 
 /// Objects in one informer's cache.
@@ -177,6 +181,8 @@ impl Snapshot {
                         failed: load(&stats.failed),
                         backing_off: load(&stats.backing_off),
                         drains_stuck: load(&stats.drains_stuck),
+                        conflicts: load(&stats.conflicts),
+                        children_waits: load(&stats.children_waits),
                     }
                 }),
             })
@@ -638,7 +644,7 @@ impl Snapshot {
 /// The sharded guests' counters and gauges of their sharders, labelled `controller`.
 fn render_shard_counts(out: &mut Exposition, sharded: &[(&str, &ShardSnapshot)]) {
     type Count = (&'static str, Kind, &'static str, fn(&ShardSnapshot) -> u64);
-    let counts: [Count; 7] = [
+    let counts: [Count; 9] = [
         (
             "kubewasm_shard_handovers_total",
             Kind::Counter,
@@ -680,6 +686,18 @@ fn render_shard_counts(out: &mut Exposition, sharded: &[(&str, &ShardSnapshot)])
             Kind::Gauge,
             "Drains this replica's sharder asked for over a minute ago that the holder, which runs the guest, has not served",
             |s| s.drains_stuck,
+        ),
+        (
+            "kubewasm_shard_label_write_conflicts_total",
+            Kind::Counter,
+            "Shard label writes of this replica's sharder that met a newer version of their object, decided again on it",
+            |s| s.conflicts,
+        ),
+        (
+            "kubewasm_shard_children_waits_total",
+            Kind::Counter,
+            "Reconciles of keys handed to this replica put off until its watches showed the children the sharder labelled for it",
+            |s| s.children_waits,
         ),
     ];
     for (name, kind, help, value) in counts {
@@ -934,6 +952,8 @@ mod tests {
             failed: 64,
             backing_off: 32,
             drains_stuck: 2,
+            conflicts: 5,
+            children_waits: 7,
         });
         let text = snapshot.render();
         for line in [
@@ -944,6 +964,8 @@ mod tests {
             r#"kubewasm_shard_label_write_failures_total{controller="podset"} 64"#,
             r#"kubewasm_shard_objects_backing_off{controller="podset"} 32"#,
             r#"kubewasm_shard_drains_stuck{controller="podset"} 2"#,
+            r#"kubewasm_shard_label_write_conflicts_total{controller="podset"} 5"#,
+            r#"kubewasm_shard_children_waits_total{controller="podset"} 7"#,
             r#"kubewasm_shard_handover_seconds_bucket{controller="podset",le="+Inf"} 2"#,
             r#"kubewasm_shard_handover_seconds_count{controller="podset"} 2"#,
         ] {

@@ -13,10 +13,14 @@
 //! 1. the sharder adds `drain.shard.kubewasm.dev/<guest>` to K;
 //! 2. A sees it, and the worker that dequeues K (never while another of A's workers holds it)
 //!    removes both labels instead of reconciling: A is done with K, and forgets it;
-//! 3. the sharder sees K unassigned and labels K's children for B; once its watch shows every
-//!    child labelled so (a write that met a conflict is sent again on the child's new version),
-//!    it labels K itself, so that B finds them in its cache when K arrives;
-//! 4. B's watch delivers K, and B reconciles it.
+//! 3. the sharder sees K unassigned and labels K's children for B (a child labelled already on
+//!    condition that its uid, controller owner and shard label are as seen, so that other
+//!    changes of it, as kubelet's, never hold the relabel back); once its watch shows every
+//!    child labelled so (a write that met a change is decided again on the next event),
+//!    it labels K itself, naming the version each owned kind's watch showed them at (see
+//!    [`crate::shard::children`]);
+//! 4. B's watch delivers K, and B reconciles it once its own watches have shown those versions,
+//!    so that it finds every child in its cache.
 //!
 //! A member whose Lease expires or is released (it stopped after its reconciles ended), or that
 //! withdrew the guest (its controller of the guest stopped), holds nothing: its keys are
@@ -26,8 +30,9 @@
 //! under a live holder. A key is never labelled or drained for a member out of its guest's
 //! ring.
 //!
-//! Guarantees: every label write of the sharder names the `resourceVersion` it decided on, so
-//! it never acts on a state it has not seen; a key is labelled for a member only while it has no
+//! Guarantees: every label write of the sharder names the `resourceVersion` it decided on, or
+//! for a child's relabel, the uid, controller owner and shard label, so it never acts on a
+//! state it has not seen; a key is labelled for a member only while it has no
 //! live holder, so no two members hold it; an unassigned key is assigned as soon as the sharder
 //! sees it and the ring has a member.
 
@@ -41,11 +46,11 @@ use futures::{FutureExt, StreamExt, stream};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -53,10 +58,12 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::cache::ObjectKey;
 use crate::cluster::selection::Selection;
 use crate::cluster::watch::Resources;
+use crate::shard::children::{self, Seen};
 use crate::shard::membership::{self, Members};
 use crate::shard::ring::Ring;
 use crate::shard::roster::{self, Roster};
 use crate::shard::stats::ShardStats;
+use crate::shard::write::{AsSeen, Edit, Sent};
 
 /// Label writes in flight at once.
 const WRITES_AT_ONCE: usize = 32;
@@ -148,11 +155,26 @@ struct Labels {
     version: String,
 }
 
-/// A child object: its labels and the key of its controller owner of the primary kind.
+/// A child object: its labels, the key of its controller owner of the primary kind, and what
+/// a relabel is conditioned on.
 #[derive(Debug, Clone)]
 struct Child {
     labels: Labels,
     owner: Option<ObjectKey>,
+    /// Its uid, and the place and uid of its controller owner among its owners.
+    identity: Option<(String, Option<(usize, String)>)>,
+}
+
+impl Child {
+    /// What a relabel of the child holds on: the child as seen, if it has a shard label.
+    fn as_seen(&self) -> Option<AsSeen> {
+        let (uid, controller) = self.identity.clone()?;
+        Some(AsSeen {
+            uid,
+            controller,
+            shard: self.labels.shard.clone()?,
+        })
+    }
 }
 
 /// Where an object was seen: a primary selection or an owned one, by index.
@@ -242,8 +264,6 @@ impl Sharder {
         stats: &Arc<ShardStats>,
         stop: &CancellationToken,
     ) -> Option<Self> {
-        let label = membership::shard_label(&guest.name);
-        let drain = membership::drain_label(&guest.name);
         let mut streams = Vec::new();
         let sources = guest
             .primaries
@@ -273,6 +293,7 @@ impl Sharder {
             kinds.insert(source, selection.kind.clone());
         }
         let primary = primary?;
+        let owned = guest.owned.iter().map(|s| s.kind.clone()).collect();
         Some(Self {
             guest: guest.name.clone(),
             resources: resources.clone(),
@@ -281,7 +302,7 @@ impl Sharder {
             stop: stop.clone(),
             events: stream::select_all(streams),
             kinds,
-            state: State::new(label, drain, primary),
+            state: State::new(&guest.name, primary, owned),
         })
     }
 
@@ -361,11 +382,14 @@ impl Sharder {
 
     /// Sends the writes of `children`, then those of `keys`.
     async fn send(&mut self, children: Vec<Write>, keys: Vec<Write>) {
+        let decided: HashMap<_, _> = (children.iter())
+            .map(|w| ((w.source, w.key.clone()), w.edit.version.clone()))
+            .collect();
         for writes in [children, keys] {
             let sent: Vec<_> = stream::iter(writes)
                 .map(|write| {
                     let kind = &self.kinds[&write.source];
-                    write.send(&self.resources, kind)
+                    write.send(&self.resources, kind, &self.state.label)
                 })
                 .buffer_unordered(WRITES_AT_ONCE)
                 .collect()
@@ -373,8 +397,20 @@ impl Sharder {
             let mut failed = Vec::new();
             for (object, outcome) in sent {
                 match outcome {
-                    Ok(()) => self.state.retries.succeeded(&object),
-                    Err(error) => failed.push((object, error)),
+                    Sent::Failed(error) => failed.push((object, error)),
+                    Sent::Conflict => {
+                        tracing::debug!(guest = %self.guest, key = %object.1, "sharder: a label write met a newer version");
+                        self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
+                        self.state.retries.succeeded(&object);
+                    }
+                    Sent::Written => {
+                        if let (Source::Owned(i), Some(version)) = (object.0, decided.get(&object))
+                        {
+                            (self.state.written).insert((i, object.1.clone()), version.clone());
+                        }
+                        self.state.retries.succeeded(&object);
+                    }
+                    Sent::Gone => self.state.retries.succeeded(&object),
                 }
             }
             self.retry(failed);
@@ -477,45 +513,19 @@ fn events_of(
 struct Write {
     source: Source,
     key: ObjectKey,
-    /// The labels to set (a value) or remove (null).
-    labels: serde_json::Map<String, Value>,
-    /// The version decided on.
-    version: String,
+    edit: Edit,
 }
 
 impl Write {
-    /// Sends the write; a conflict or a missing object is left to the next event. Returns the
-    /// object written, and why the write failed otherwise.
+    /// Sends the write; returns the object written and how the write ended.
     async fn send(
         self,
         resources: &Resources,
         kind: &GroupVersionKind,
-    ) -> ((Source, ObjectKey), Result<(), String>) {
-        let outcome = self.patch(resources, kind).await;
-        ((self.source, self.key), outcome)
-    }
-
-    async fn patch(&self, resources: &Resources, kind: &GroupVersionKind) -> Result<(), String> {
-        let patch = json!({
-            "metadata": { "resourceVersion": self.version, "labels": self.labels }
-        });
-        let params = PatchParams {
-            field_manager: Some(SHARDER_FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
-        let api = resources
-            .api(kind, self.key.namespace.as_deref())
-            .await
-            .map_err(|error| error.to_string())?;
-        match api
-            .patch(&self.key.name, &params, &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => Ok(()),
-            Err(kube::Error::Api(status)) => Err(format!("{} ({})", status.message, status.code)),
-            Err(error) => Err(error.to_string()),
-        }
+        label: &str,
+    ) -> ((Source, ObjectKey), Sent) {
+        let sent = self.edit.send(resources, kind, &self.key, label).await;
+        ((self.source, self.key), sent)
     }
 }
 
@@ -523,7 +533,11 @@ impl Write {
 struct State {
     label: String,
     drain: String,
+    /// The annotation naming the versions a key's children were seen at.
+    seen: String,
     primary: Primary,
+    /// The kind of each owned source.
+    owned: Vec<GroupVersionKind>,
     ring: Ring,
     /// The guest's ring: the live members that announce it.
     live: BTreeSet<String>,
@@ -536,6 +550,9 @@ struct State {
     primaries: HashMap<ObjectKey, (usize, Labels)>,
     /// Children by source and key.
     children: HashMap<(usize, ObjectKey), Child>,
+    /// Children whose relabel landed, with the version it was decided on: not sent again while
+    /// the watch shows that version.
+    written: HashMap<(usize, ObjectKey), String>,
     /// Children of each primary key.
     owned_by: HashMap<ObjectKey, HashSet<(usize, ObjectKey)>>,
     /// Keys to decide on.
@@ -549,17 +566,20 @@ struct State {
 }
 
 impl State {
-    fn new(label: String, drain: String, primary: Primary) -> Self {
+    fn new(guest: &str, primary: Primary, owned: Vec<GroupVersionKind>) -> Self {
         Self {
-            label,
-            drain,
+            label: membership::shard_label(guest),
+            drain: membership::drain_label(guest),
+            seen: children::annotation(guest),
             primary,
+            owned,
             ring: Ring::default(),
             live: BTreeSet::new(),
             gone: HashSet::new(),
             unsure: BTreeSet::new(),
             primaries: HashMap::new(),
             children: HashMap::new(),
+            written: HashMap::new(),
             owned_by: HashMap::new(),
             dirty: BTreeSet::new(),
             listing: HashMap::new(),
@@ -705,15 +725,14 @@ impl State {
                 }
             }
             Source::Owned(i) => {
-                let owner = meta
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .find(|o| o.controller == Some(true) && self.primary.owns(o))
-                    .map(|o| ObjectKey {
-                        namespace: key.namespace.clone().filter(|_| self.primary.namespaced),
-                        name: o.name.clone(),
-                    });
+                let controller = (meta.owner_references.iter().flatten().enumerate())
+                    .find(|(_, o)| o.controller == Some(true) && self.primary.owns(o));
+                let owner = controller.map(|(_, o)| ObjectKey {
+                    namespace: key.namespace.clone().filter(|_| self.primary.namespaced),
+                    name: o.name.clone(),
+                });
+                let controller = controller.map(|(at, o)| (at, o.uid.clone()));
+                let identity = meta.uid.clone().map(|uid| (uid, controller));
                 let slot = (i, key.clone());
                 if let Some(old) = self.children.get(&slot).and_then(|c| c.owner.clone()) {
                     self.unlink(&old, &slot);
@@ -724,7 +743,13 @@ impl State {
                         .or_default()
                         .insert(slot.clone());
                 }
-                self.children.insert(slot, Child { labels, owner });
+                let child = Child {
+                    labels,
+                    owner,
+                    identity,
+                };
+                self.written.remove(&slot);
+                self.children.insert(slot, child);
                 self.dirty.insert((source, key));
             }
         }
@@ -748,6 +773,7 @@ impl State {
             }
             Source::Owned(i) => {
                 let slot = (i, key.clone());
+                self.written.remove(&slot);
                 if let Some(owner) = self.children.remove(&slot).and_then(|c| c.owner) {
                     self.unlink(&owner, &slot);
                 }
@@ -772,15 +798,10 @@ impl State {
                 Source::Primary(_) => self.decide_primary(&key, stats, &mut children),
                 Source::Owned(i) => self.decide_child(i, &key),
             };
-            let Some((labels, version)) = write else {
+            let Some(edit) = write else {
                 continue;
             };
-            let write = Write {
-                source,
-                key,
-                labels,
-                version,
-            };
+            let write = Write { source, key, edit };
             match source {
                 Source::Primary(_) => keys.push(write),
                 Source::Owned(_) => children.push(write),
@@ -796,10 +817,11 @@ impl State {
         key: &ObjectKey,
         stats: &ShardStats,
         children: &mut Vec<Write>,
-    ) -> Option<(serde_json::Map<String, Value>, String)> {
+    ) -> Option<Edit> {
         let (source, labels) = self.primaries.get(key)?;
         let target = self.ring.owner(&key.to_string())?;
-        let mut write = serde_json::Map::new();
+        let mut edit = Edit::default();
+        let write = &mut edit.labels;
         match labels.shard.as_deref() {
             Some(holder) if !self.live.contains(holder) && !self.gone.contains(holder) => {
                 // Out of the ring by the Leases seen, which may lag: a read of its Lease
@@ -840,19 +862,32 @@ impl State {
                 if labels.drain {
                     write.insert(self.drain.clone(), Value::Null);
                 }
+                let seen = self.seen_children(key).value();
+                (edit.annotations).insert(self.seen.clone(), seen.map_or(Value::Null, Value::from));
                 stats.assigned.fetch_add(1, Ordering::Relaxed);
                 if let Some(asked) = self.draining.remove(key) {
                     stats.handover.observe(asked.elapsed());
                 }
             }
         }
-        Some((write, labels.version.clone()))
+        edit.version.clone_from(&labels.version);
+        Some(edit)
+    }
+
+    /// The versions the watch showed the children of `key` at, by kind: all labelled for the
+    /// member `key` is about to be labelled for.
+    fn seen_children(&self, key: &ObjectKey) -> Seen {
+        let mut seen = Seen::default();
+        for slot @ (i, _) in self.owned_by.get(key).into_iter().flatten() {
+            seen.raise(&self.owned[*i], &self.children[slot].labels.version);
+        }
+        seen
     }
 
     /// Adds to `writes` those that label the children of `key` not yet labelled for `target`,
     /// as the watch last showed them, but for children whose write failed and that wait out
-    /// their backoff: returns those. A write that met a conflict is sent again with the version
-    /// its next event shows.
+    /// their backoff, and those whose relabel landed and that the watch has not shown since:
+    /// returns those. A write that met a change is decided again on the next event.
     fn label_children(
         &self,
         key: &ObjectKey,
@@ -863,30 +898,34 @@ impl State {
         let mut waiting = Vec::new();
         for (i, child_key) in self.owned_by.get(key).into_iter().flatten() {
             let child = &self.children[&(*i, child_key.clone())];
-            let Some((labels, version)) = self.label_child(child, target) else {
+            let Some(edit) = self.label_child(child, target) else {
                 continue;
             };
             let object = (Source::Owned(*i), child_key.clone());
-            if self.retries.waits(&object, now) {
+            if self.retries.waits(&object, now) || self.unseen(*i, child_key, child) {
                 waiting.push(object);
                 continue;
             }
             writes.push(Write {
                 source: object.0,
                 key: object.1,
-                labels,
-                version,
+                edit,
             });
         }
         waiting
     }
 
-    fn decide_child(
-        &self,
-        source: usize,
-        key: &ObjectKey,
-    ) -> Option<(serde_json::Map<String, Value>, String)> {
+    /// Whether the relabel of `child` landed and the watch has not shown it since.
+    fn unseen(&self, source: usize, key: &ObjectKey, child: &Child) -> bool {
+        let written = self.written.get(&(source, key.clone()));
+        written == Some(&child.labels.version)
+    }
+
+    fn decide_child(&self, source: usize, key: &ObjectKey) -> Option<Edit> {
         let child = self.children.get(&(source, key.clone()))?;
+        if self.unseen(source, key, child) {
+            return None;
+        }
         let (_, owner) = self.primaries.get(child.owner.as_ref()?)?;
         // A holder gone: the child follows its key when the key is assigned anew.
         let holder = owner
@@ -897,16 +936,16 @@ impl State {
     }
 
     /// The write that labels `child` for `holder`, unless it is labelled so.
-    fn label_child(
-        &self,
-        child: &Child,
-        holder: &str,
-    ) -> Option<(serde_json::Map<String, Value>, String)> {
+    fn label_child(&self, child: &Child, holder: &str) -> Option<Edit> {
         if child.labels.shard.as_deref() == Some(holder) {
             return None;
         }
-        let write = serde_json::Map::from_iter([(self.label.clone(), Value::from(holder))]);
-        Some((write, child.labels.version.clone()))
+        Some(Edit {
+            labels: serde_json::Map::from_iter([(self.label.clone(), Value::from(holder))]),
+            version: child.labels.version.clone(),
+            as_seen: child.as_seen(),
+            ..Edit::default()
+        })
     }
 }
 
@@ -989,7 +1028,11 @@ fn key_of(meta: &kube::api::ObjectMeta) -> ObjectKey {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    const LABEL: &str = "shard.kubewasm.dev/g";
 
     fn object(name: &str) -> (Source, ObjectKey) {
         let key = ObjectKey {
@@ -1031,7 +1074,7 @@ mod tests {
         state.gone("m9");
         let (_, keys) = state.decide(&stats);
         assert_eq!(keys.len(), 1);
-        assert_eq!(keys[0].labels["shard"], "m1");
+        assert_eq!(keys[0].edit.labels[LABEL], "m1");
         // A member whose expiry the Leases confirmed needs no read.
         let (mut state, stats) = one_member();
         let mut members = members(&[("m1", &["g"], false), ("m9", &["g"], false)]);
@@ -1148,7 +1191,8 @@ mod tests {
             kind: GroupVersionKind::gvk("example.com", "v1", "PodSet"),
             namespaced: true,
         };
-        let mut state = State::new("shard".to_owned(), "drain".to_owned(), primary);
+        let pods = GroupVersionKind::gvk("", "v1", "Pod");
+        let mut state = State::new("g", primary, vec![pods]);
         let stats = ShardStats::default();
         state.ring(&members(&[("m1", &["g"], false)]), "g", &stats);
         (state, stats)
@@ -1159,7 +1203,7 @@ mod tests {
             name: Some(name.to_owned()),
             namespace: Some("team".to_owned()),
             resource_version: Some(version.to_owned()),
-            labels: shard.map(|member| [("shard".to_owned(), member.to_owned())].into()),
+            labels: shard.map(|member| [(LABEL.to_owned(), member.to_owned())].into()),
             ..Default::default()
         }
     }
@@ -1215,13 +1259,82 @@ mod tests {
         state.retries.succeeded(&failed);
         let (children, keys) = state.decide(&stats);
         assert_eq!(names(&children), ["c2"]);
-        assert_eq!(children[0].version, "4");
+        assert_eq!(children[0].edit.version, "4");
         assert!(keys.is_empty(), "the key waits for c2");
         state.upsert(Source::Owned(0), &labelled("c2", "5"));
         let (children, keys) = state.decide(&stats);
         assert!(children.is_empty());
         assert_eq!(names(&keys), ["p"]);
         assert_eq!(stats.assigned.load(Ordering::Relaxed), 1);
+        // The key names the version its children were seen at, for its member to wait for.
+        let seen = &keys[0].edit.annotations["children.shard.kubewasm.dev/g"];
+        assert_eq!(seen, "Pod.v1=5");
+    }
+
+    #[test]
+    fn a_labelled_child_is_relabelled_on_what_the_sharder_decides_on_and_not_sent_twice() {
+        let (mut state, stats) = one_member();
+        state.upsert(Source::Primary(0), &meta("p", "1", None));
+        let owner = OwnerReference {
+            api_version: "example.com/v1".to_owned(),
+            kind: "PodSet".to_owned(),
+            name: "p".to_owned(),
+            uid: "owner-uid".to_owned(),
+            controller: Some(true),
+            ..Default::default()
+        };
+        let other = OwnerReference {
+            controller: None,
+            uid: "other".to_owned(),
+            ..owner.clone()
+        };
+        let child = kube::api::ObjectMeta {
+            uid: Some("child-uid".to_owned()),
+            owner_references: Some(vec![other, owner]),
+            ..meta("c", "2", Some("m0"))
+        };
+        state.upsert(Source::Owned(0), &child);
+        let (children, keys) = state.decide(&stats);
+        assert!(keys.is_empty());
+        let edit = &children[0].edit;
+        let as_seen = edit
+            .as_seen
+            .as_ref()
+            .expect("a labelled child is relabelled on condition");
+        let patch = serde_json::to_value(edit.relabel(LABEL, as_seen)).unwrap();
+        let path = "/metadata/labels/shard.kubewasm.dev~1g";
+        assert_eq!(
+            patch,
+            json!([
+                { "op": "test", "path": "/metadata/uid", "value": "child-uid" },
+                { "op": "test", "path": "/metadata/ownerReferences/1/uid", "value": "owner-uid" },
+                { "op": "test", "path": path, "value": "m0" },
+                { "op": "add", "path": path, "value": "m1" },
+            ])
+        );
+        // Landed, and not shown by the watch yet: neither sent again nor taken as labelled.
+        state.written.insert((0, object("c").1), "2".to_owned());
+        let (children, keys) = state.decide(&stats);
+        assert!(children.is_empty() && keys.is_empty());
+        let relabelled = kube::api::ObjectMeta {
+            labels: Some([(LABEL.to_owned(), "m1".to_owned())].into()),
+            ..child
+        };
+        state.upsert(
+            Source::Owned(0),
+            &kube::api::ObjectMeta {
+                resource_version: Some("3".to_owned()),
+                ..relabelled
+            },
+        );
+        assert!(state.written.is_empty());
+        let (children, keys) = state.decide(&stats);
+        assert!(children.is_empty());
+        assert_eq!(keys[0].key.name, "p");
+        assert_eq!(
+            keys[0].edit.annotations["children.shard.kubewasm.dev/g"],
+            "Pod.v1=3"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -27,6 +27,7 @@ use serde::Deserialize;
 use crate::cluster::cache::{CachedObject, Change, ObjectKey};
 use crate::cluster::selection::Selection;
 use crate::cluster::selector::LabelSelector;
+use crate::shard::children::{self, Seen};
 use crate::shard::membership;
 
 /// How old an object entering the share must be to count as moved here rather than new.
@@ -39,6 +40,8 @@ pub struct Share {
     label: String,
     /// `drain.shard.kubewasm.dev/<guest>`.
     drain: String,
+    /// `children.shard.kubewasm.dev/<guest>`.
+    children: String,
     /// Keys handed over whose leaving the cache is still to come.
     released: Mutex<HashMap<ObjectKey, Released>>,
     /// Set once this replica may reconcile the guest's keys.
@@ -78,6 +81,7 @@ impl Share {
             member: member.to_owned(),
             label: membership::shard_label(guest),
             drain: membership::drain_label(guest),
+            children: children::annotation(guest),
             released: Mutex::default(),
             open: AtomicBool::new(false),
             gone: Mutex::default(),
@@ -111,6 +115,26 @@ impl Share {
     /// Whether `labels` label an object for this member.
     pub fn labels_ours(&self, labels: &BTreeMap<String, String>) -> bool {
         labels.get(&self.label) == Some(&self.member)
+    }
+
+    /// The versions the sharder saw `object`'s children at when it labelled it for its member
+    /// (see [`crate::shard::children`]), if it named any.
+    pub fn children(&self, object: &CachedObject) -> Option<Seen> {
+        // Searched first: most objects carry none, and need no parse.
+        if !object.json().contains(self.children.as_str()) {
+            return None;
+        }
+        #[derive(Deserialize)]
+        struct Object {
+            metadata: Metadata,
+        }
+        #[derive(Deserialize)]
+        struct Metadata {
+            annotations: Option<BTreeMap<String, String>>,
+        }
+        let object: Object = serde_json::from_str(object.json()).ok()?;
+        let value = object.metadata.annotations?.remove(&self.children)?;
+        Some(Seen::parse(&value))
     }
 
     /// Whether `object` is asked back by the sharder.

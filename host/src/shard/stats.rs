@@ -1,4 +1,5 @@
-//! What the sharder of one guest did, for the metrics and the controller's status.
+//! What the sharder of one guest did, and what its members waited for, for the metrics and the
+//! controller's status.
 
 use std::sync::Mutex;
 use std::sync::PoisonError;
@@ -29,6 +30,11 @@ pub struct ShardStats {
     pub failing: Mutex<Option<(Timestamp, String)>>,
     /// Drains asked for over a minute ago that their holder has not served.
     pub drains_stuck: AtomicU64,
+    /// Label writes that met a newer version of their object: decided again on it.
+    pub conflicts: AtomicU64,
+    /// On this replica as a member: reconciles of keys put off until its watches showed the
+    /// children the sharder labelled for it.
+    pub children_waits: AtomicU64,
 }
 
 impl ShardStats {
@@ -71,6 +77,8 @@ impl Default for ShardStats {
             backing_off: AtomicU64::new(0),
             failing: Mutex::new(None),
             drains_stuck: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
+            children_waits: AtomicU64::new(0),
         }
     }
 }

@@ -26,7 +26,8 @@ use async_trait::async_trait;
 use kube::api::GroupVersionKind;
 use serde_json::Value;
 
-use crate::cluster::cache::{ObjectKey, kind_of};
+use crate::cluster::cache::ObjectKey;
+use crate::cluster::selection::kind_of;
 use crate::cluster::selector::LabelSelector;
 use crate::wasm::backend::{
     ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, LogLine, PatchRequest,

@@ -7,16 +7,6 @@ macro_rules! listed {
     ($($object:expr),* $(,)?) => { vec![$(Arc::new($object)),*] };
 }
 
-#[test]
-fn the_kind_of_an_object_is_read_from_its_api_version_and_kind() {
-    let kind = kind_of(&json!({"apiVersion": "apps/v1", "kind": "Deployment"})).unwrap();
-    assert_eq!(kind, GroupVersionKind::gvk("apps", "v1", "Deployment"));
-    let core = kind_of(&json!({"apiVersion": "v1", "kind": "Pod"})).unwrap();
-    assert_eq!(core, GroupVersionKind::gvk("", "v1", "Pod"));
-    assert!(kind_of(&json!({"kind": "Pod"})).is_none());
-    assert!(kind_of(&json!({"apiVersion": "v1"})).is_none());
-}
-
 fn object(namespace: &str, name: &str, version: &str, labels: &[(&str, &str)]) -> CachedObject {
     let labels: BTreeMap<String, String> = labels
         .iter()
@@ -251,6 +241,26 @@ fn a_relist_older_than_a_recorded_create_and_delete_keeps_the_delete() {
     assert!(store.get(&key("a", "x")).is_none());
     assert!(store.remove(&with_uid("a", "x", "10", "u1")).is_none());
     assert!(store.upsert(with_uid("a", "x", "11", "u2")).is_some());
+}
+
+#[test]
+fn the_watermark_is_what_the_watch_and_lists_showed_never_a_recorded_write() {
+    let store = Store::default();
+    store.replace(listed![with_uid("a", "x", "5", "u1")], "6");
+    assert_eq!(store.watermark(), 6);
+    store.upsert(with_uid("a", "x", "8", "u1"));
+    store.bookmark("10");
+    assert_eq!(store.watermark(), 10);
+    // A write the host recorded is no proof that the watch showed every change before it,
+    // even once a relist keeps it.
+    assert!(store.record_write(with_uid("a", "y", "14", "u2")).is_some());
+    assert_eq!(store.watermark(), 10);
+    store.replace(listed![with_uid("a", "x", "8", "u1")], "12");
+    assert!(
+        store.get(&key("a", "y")).is_some(),
+        "the recorded write is kept"
+    );
+    assert_eq!(store.watermark(), 12);
 }
 
 #[test]

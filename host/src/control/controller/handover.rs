@@ -1,5 +1,9 @@
 //! A sharded guest's keys on this replica: whether a dequeued key is this replica's to
-//! reconcile, and the handover of a key the sharder moves to another member.
+//! reconcile, whether its cache holds the key's children yet, and the handover of a key the
+//! sharder moves to another member.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use kube::api::GroupVersionKind;
 
@@ -9,6 +13,10 @@ use crate::shard::share::{Claim, Share};
 use crate::shard::stats::ShardStats;
 use crate::wasm::backend::CallError;
 use crate::wasm::bindings::types::Reason;
+
+/// Pause before a key whose children this replica's watches have not shown yet is looked at
+/// again.
+const CHILDREN_PAUSE: Duration = Duration::from_millis(100);
 
 impl Controller {
     /// Whether this replica reconciles `key`, cached as `object`: always when not sharded.
@@ -39,6 +47,38 @@ impl Controller {
                 false
             }
         }
+    }
+
+    /// Whether this replica's watches of the owned kinds have shown the versions at which the
+    /// sharder saw the children of `key`, cached as `object`, labelled for it (see
+    /// [`crate::shard::children`]): whether the cache holds every child. If not, the key is
+    /// queued again after [`CHILDREN_PAUSE`] for `reason`, and not reconciled now.
+    pub(super) fn children_cached(
+        &self,
+        key: &ObjectKey,
+        object: Option<&CachedObject>,
+        reason: Reason,
+    ) -> bool {
+        let share = self.share.as_deref();
+        let Some(seen) = share.zip(object).and_then(|(s, o)| s.children(o)) else {
+            return true;
+        };
+        let behind = self.owned.iter().find_map(|view| {
+            let selection = view.selection();
+            let here = selection.namespace.is_none() || selection.namespace == key.namespace;
+            let wanted = seen.version(&selection.kind)?;
+            let shown = view.informer().store().watermark();
+            (here && shown < wanted).then(|| (selection.kind.kind.clone(), wanted, shown))
+        });
+        let Some((kind, wanted, shown)) = behind else {
+            return true;
+        };
+        self.shard_stats
+            .children_waits
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(guest = %self.settings.name, %key, %kind, wanted, shown, "waiting for its children");
+        self.queue.add_after(key.clone(), reason, CHILDREN_PAUSE);
+        false
     }
 
     /// Ends the share's record of `key` as deleted, once reconciled.

@@ -89,6 +89,8 @@ pub struct Controller {
     queue: Arc<WorkQueue<ObjectKey, Reason>>,
     /// The primary selection in each namespace it runs in.
     primaries: Vec<View>,
+    /// Each owned kind in each namespace it runs in.
+    owned: Vec<View>,
     /// Every informer the guest reads: workers start once all of them have listed.
     readable: Vec<Arc<Informer>>,
     subscriptions: Mutex<Vec<Subscription>>,
@@ -276,13 +278,16 @@ impl Controller {
         }
     }
 
-    /// Processes one dequeued key: claims it (sharded), takes the finalizer protocol's step
-    /// before the call, calls the guest and settles how the key goes on.
+    /// Processes one dequeued key: claims it and waits for its children (sharded), takes the
+    /// finalizer protocol's step before the call, calls the guest and settles how the key goes
+    /// on.
     async fn process(&self, key: &ObjectKey, reason: Reason) {
         let module = self.module();
         let kind = &module.metadata.primary.kind;
         let cached = self.primary(key);
-        if !self.claim(kind, key, cached.as_deref()).await {
+        if !self.claim(kind, key, cached.as_deref()).await
+            || !self.children_cached(key, cached.as_deref(), reason)
+        {
             return;
         }
         let finalizer = module.metadata.finalizer.as_deref();

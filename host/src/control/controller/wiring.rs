@@ -115,6 +115,7 @@ impl Controller {
             env,
             backend,
             primaries: views.primaries,
+            owned: views.owned.clone(),
             readable,
             subscriptions: Mutex::default(),
             stop: CancellationToken::new(),
