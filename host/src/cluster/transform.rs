@@ -2,8 +2,8 @@
 //! controller-runtime's cache transforms do, so that a guest that never reads them does not hold
 //! them in memory.
 //!
-//! A transform never touches what the host indexes: `apiVersion`, `kind` and `metadata` other
-//! than annotations stay whole. Dropped annotations are also gone for the host's
+//! A transform never touches what the host reads: `apiVersion`, `kind`, `metadata` other than
+//! annotations, and the annotations under [`HOST_ANNOTATIONS`] stay whole. Dropped annotations are also gone for the host's
 //! annotation-change trigger, as for the guest. Informers are keyed by their transform as well
 //! as their selection, so guests that drop different fields never share a cache.
 
@@ -12,6 +12,10 @@ use std::str::FromStr;
 
 use kube::api::DynamicObject;
 use serde_json::Value;
+
+/// The prefix of the annotations the host reads, kept by every transform: on a sharded key, the
+/// versions its new member's watches must show before it is reconciled.
+pub const HOST_ANNOTATIONS: &str = "children.shard.kubewasm.dev/";
 
 /// A field that a transform may drop, as a JSON pointer (RFC 6901) such as `/status` or
 /// `/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration`. It names object
@@ -48,6 +52,9 @@ impl FromStr for FieldPath {
             .collect::<Result<Vec<String>, String>>()?;
         let kept = "the host reads it: only /metadata/annotations and its members may be dropped";
         match segments.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+            ["metadata", "annotations", key] if key.starts_with(HOST_ANNOTATIONS) => Err(format!(
+                "{text:?}: the host reads the annotations {HOST_ANNOTATIONS}*"
+            )),
             ["metadata", "annotations"] | ["metadata", "annotations", _] => Ok(Self(segments)),
             ["apiVersion" | "kind" | "metadata", ..] => Err(format!("{text:?}: {kept}")),
             _ => Ok(Self(segments)),
@@ -110,7 +117,13 @@ impl Transform {
         for FieldPath(path) in &self.0 {
             match path.as_slice() {
                 // Parsing lets through no metadata but the annotations.
-                [metadata, _] if metadata == "metadata" => object.metadata.annotations = None,
+                [metadata, _] if metadata == "metadata" => {
+                    let annotations = &mut object.metadata.annotations;
+                    if let Some(kept) = annotations {
+                        kept.retain(|key, _| key.starts_with(HOST_ANNOTATIONS));
+                    }
+                    annotations.take_if(|kept| kept.is_empty());
+                }
                 [metadata, _, key] if metadata == "metadata" => {
                     if let Some(annotations) = &mut object.metadata.annotations {
                         annotations.remove(key);
@@ -197,7 +210,17 @@ mod tests {
         assert_eq!(serde_json::to_value(&object).unwrap(), before);
         transform(&["/metadata/annotations"]).apply(&mut object);
         assert_eq!(object.metadata.annotations, None);
-        assert_eq!(object.metadata.labels.unwrap().len(), 1);
+        assert_eq!(object.metadata.labels.as_ref().unwrap().len(), 1);
+        // But for those the host reads.
+        let host = "children.shard.kubewasm.dev/podset";
+        let annotations = [
+            (host.to_owned(), "Pod.v1=7".to_owned()),
+            ("other".to_owned(), "x".to_owned()),
+        ];
+        object.metadata.annotations = Some(annotations.into());
+        transform(&["/metadata/annotations"]).apply(&mut object);
+        let kept = object.metadata.annotations.unwrap();
+        assert_eq!(kept.keys().collect::<Vec<_>>(), [host]);
     }
 
     #[test]
@@ -211,6 +234,7 @@ mod tests {
             "/metadata/labels",
             "/metadata/ownerReferences",
             "/metadata/annotations/a/b",
+            "/metadata/annotations/children.shard.kubewasm.dev~1podset",
             "/metadata/annotations/",
             "/kind/x",
             "/status/",

@@ -209,14 +209,16 @@ impl ClusterBackend {
         }
     }
 
-    /// Removes `labels` from `object` with a merge patch by the sharder's field manager, at the
-    /// object's resourceVersion: a conflict if it changed since (another member may hold it by
-    /// now). False when the object is gone.
+    /// Removes `labels` from `object` and sets the annotation `(key, value)` (removes it for no
+    /// value) with a merge patch by the sharder's field manager, at the object's
+    /// resourceVersion: a conflict if it changed since (another member may hold it by now).
+    /// False when the object is gone.
     pub async fn remove_labels(
         &self,
         kind: &GroupVersionKind,
         object: &CachedObject,
         labels: &[&str],
+        (key, value): (&str, Option<String>),
     ) -> Result<bool, CallError> {
         let api = self.api(kind, object.namespace()).await?;
         let removed: serde_json::Map<String, Value> = labels
@@ -224,7 +226,11 @@ impl ClusterBackend {
             .map(|label| ((*label).to_owned(), Value::Null))
             .collect();
         let patch = serde_json::json!({
-            "metadata": { "resourceVersion": object.resource_version(), "labels": removed }
+            "metadata": {
+                "resourceVersion": object.resource_version(),
+                "labels": removed,
+                "annotations": { key: value },
+            }
         });
         let params = PatchParams {
             field_manager: Some(SHARDER_FIELD_MANAGER.to_owned()),

@@ -13,9 +13,11 @@ use std::collections::BTreeMap;
 
 use kube::api::GroupVersionKind;
 
+use crate::cluster::transform::HOST_ANNOTATIONS;
+
 /// The annotation on `guest`'s keys that names the versions their children were seen at.
 pub fn annotation(guest: &str) -> String {
-    format!("children.shard.kubewasm.dev/{guest}")
+    format!("{HOST_ANNOTATIONS}{guest}")
 }
 
 /// The versions a member's watch of each owned kind must have shown, by kind.

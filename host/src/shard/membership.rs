@@ -331,6 +331,28 @@ impl Leases {
     }
 }
 
+/// Whether `member` shards `guest` while the members are `members` (see [`sharder_of`]).
+pub fn shards(members: &Members, guest: &str, member: &str) -> bool {
+    sharder_of(members, guest).as_deref() == Some(member)
+}
+
+/// The member that shards `guest`: the one that leads if it announces the guest, else the
+/// first of the guest's ring. Every member decides by this rule on the Leases it has seen.
+pub fn sharder_of(members: &Members, guest: &str) -> Option<String> {
+    let ring = ring_of(members, guest);
+    let leader = (ring.iter()).find(|name| members.get(*name).is_some_and(|m| m.leads));
+    leader.or(ring.first()).cloned()
+}
+
+/// The members of `guest`'s ring: the live ones that announce it.
+pub fn ring_of(members: &Members, guest: &str) -> BTreeSet<String> {
+    members
+        .iter()
+        .filter(|(_, m)| m.live && m.guests.contains(guest))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

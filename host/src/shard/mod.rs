@@ -7,6 +7,7 @@
 
 pub mod children;
 pub mod membership;
+pub mod retries;
 pub mod ring;
 pub mod roster;
 pub mod sharder;

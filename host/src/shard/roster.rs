@@ -397,6 +397,19 @@ async fn sleep_until(due: Option<Instant>) {
     }
 }
 
+/// Whether the membership Lease `lease` read now shows that `holder` holds nothing of `guest`:
+/// it is gone, released, held by another, or does not announce the guest (withdrawn: its
+/// controller's workers ended, and it announces it again only after a quarantine).
+pub fn holds_nothing(lease: Option<&Lease>, holder: &str, guest: &str) -> bool {
+    let Some(lease) = lease else {
+        return true;
+    };
+    let spec = lease.spec.as_ref();
+    let held = spec.and_then(|s| s.holder_identity.as_deref()) == Some(holder);
+    let (guests, _) = announced(lease.metadata.annotations.as_ref());
+    !held || !guests.contains(guest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

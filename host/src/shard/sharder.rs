@@ -59,21 +59,19 @@ use crate::cluster::cache::ObjectKey;
 use crate::cluster::selection::Selection;
 use crate::cluster::watch::Resources;
 use crate::shard::children::{self, Seen};
-use crate::shard::membership::{self, Members};
+use crate::shard::membership::{self, Members, ring_of, shards};
+use crate::shard::retries::Retries;
 use crate::shard::ring::Ring;
-use crate::shard::roster::{self, Roster};
+use crate::shard::roster::{Roster, holds_nothing};
 use crate::shard::stats::ShardStats;
 use crate::shard::write::{AsSeen, Edit, Sent};
 
 /// Label writes in flight at once.
 const WRITES_AT_ONCE: usize = 32;
 
-/// Pause before an object whose label write failed is decided and sent again; it doubles with
-/// each failure in a row, up to [`RETRY_MAX`].
-const RETRY: Duration = Duration::from_secs(1);
-
-/// The longest pause between two label writes of one object that keep failing.
-const RETRY_MAX: Duration = Duration::from_secs(300);
+/// How long a key handed over waits for this sharder's watches to show the children its holder
+/// named, at most.
+const HOLDER_WAIT: Duration = Duration::from_secs(5);
 
 /// How long a drain may wait for its holder before it counts as stuck.
 const STUCK: Duration = Duration::from_secs(60);
@@ -96,28 +94,6 @@ pub struct Sharded {
     pub leases: Api<Lease>,
     /// The ring's name.
     pub ring: String,
-}
-
-/// Whether `member` shards `guest` while the members are `members` (see [`sharder_of`]).
-fn shards(members: &Members, guest: &str, member: &str) -> bool {
-    sharder_of(members, guest).as_deref() == Some(member)
-}
-
-/// The member that shards `guest`: the one that leads if it announces the guest, else the
-/// first of the guest's ring. Every member decides by this rule on the Leases it has seen.
-fn sharder_of(members: &Members, guest: &str) -> Option<String> {
-    let ring = ring_of(members, guest);
-    let leader = (ring.iter()).find(|name| members.get(*name).is_some_and(|m| m.leads));
-    leader.or(ring.first()).cloned()
-}
-
-/// The members of `guest`'s ring: the live ones that announce it.
-fn ring_of(members: &Members, guest: &str) -> BTreeSet<String> {
-    members
-        .iter()
-        .filter(|(_, m)| m.live && m.guests.contains(guest))
-        .map(|(name, _)| name.clone())
-        .collect()
 }
 
 /// The guest a sharder shards.
@@ -153,6 +129,8 @@ struct Labels {
     shard: Option<String>,
     drain: bool,
     version: String,
+    /// The versions named in the annotation of the key's children, if any.
+    children: Option<Seen>,
 }
 
 /// A child object: its labels, the key of its controller owner of the primary kind, and what
@@ -184,7 +162,7 @@ enum Source {
     Owned(usize),
 }
 
-/// Shards `guest` while this replica is its sharder (see [`sharder_of`]), until `stop` is
+/// Shards `guest` while this replica is its sharder (see [`membership::sharder_of`]), until `stop` is
 /// cancelled.
 pub async fn run(
     guest: Guest,
@@ -293,7 +271,7 @@ impl Sharder {
             kinds.insert(source, selection.kind.clone());
         }
         let primary = primary?;
-        let owned = guest.owned.iter().map(|s| s.kind.clone()).collect();
+        let owned = guest.owned.clone();
         Some(Self {
             guest: guest.name.clone(),
             resources: resources.clone(),
@@ -382,8 +360,8 @@ impl Sharder {
 
     /// Sends the writes of `children`, then those of `keys`.
     async fn send(&mut self, children: Vec<Write>, keys: Vec<Write>) {
-        let decided: HashMap<_, _> = (children.iter())
-            .map(|w| ((w.source, w.key.clone()), w.edit.version.clone()))
+        let decided: HashMap<_, u64> = (children.iter())
+            .filter_map(|w| Some(((w.source, w.key.clone()), w.edit.version.parse().ok()?)))
             .collect();
         for writes in [children, keys] {
             let sent: Vec<_> = stream::iter(writes)
@@ -396,21 +374,23 @@ impl Sharder {
                 .await;
             let mut failed = Vec::new();
             for (object, outcome) in sent {
+                // A child answered is decided again once the watch shows what the answer implies.
+                let awaited = match &outcome {
+                    Sent::Written(version) => version.or(decided.get(&object).map(|v| v + 1)),
+                    Sent::Conflict => decided.get(&object).map(|v| v + 1),
+                    Sent::Gone | Sent::Failed(_) => None,
+                };
+                if let (Source::Owned(i), Some(version)) = (object.0, awaited) {
+                    self.state.sent.insert((i, object.1.clone()), version);
+                }
                 match outcome {
                     Sent::Failed(error) => failed.push((object, error)),
                     Sent::Conflict => {
-                        tracing::debug!(guest = %self.guest, key = %object.1, "sharder: a label write met a newer version");
+                        tracing::debug!(guest = %self.guest, key = %object.1, "sharder: a label write met a change");
                         self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
                         self.state.retries.succeeded(&object);
                     }
-                    Sent::Written => {
-                        if let (Source::Owned(i), Some(version)) = (object.0, decided.get(&object))
-                        {
-                            (self.state.written).insert((i, object.1.clone()), version.clone());
-                        }
-                        self.state.retries.succeeded(&object);
-                    }
-                    Sent::Gone => self.state.retries.succeeded(&object),
+                    Sent::Written(_) | Sent::Gone => self.state.retries.succeeded(&object),
                 }
             }
             self.retry(failed);
@@ -536,8 +516,13 @@ struct State {
     /// The annotation naming the versions a key's children were seen at.
     seen: String,
     primary: Primary,
-    /// The kind of each owned source.
-    owned: Vec<GroupVersionKind>,
+    /// Each owned source's selection.
+    owned: Vec<Selection>,
+    /// The highest version each owned source's watch has shown in an event.
+    shown: Vec<u64>,
+    /// Keys unassigned whose holder named children this sharder's watches have not shown yet,
+    /// with since when they wait.
+    held: HashMap<ObjectKey, Instant>,
     ring: Ring,
     /// The guest's ring: the live members that announce it.
     live: BTreeSet<String>,
@@ -550,9 +535,9 @@ struct State {
     primaries: HashMap<ObjectKey, (usize, Labels)>,
     /// Children by source and key.
     children: HashMap<(usize, ObjectKey), Child>,
-    /// Children whose relabel landed, with the version it was decided on: not sent again while
-    /// the watch shows that version.
-    written: HashMap<(usize, ObjectKey), String>,
+    /// Children whose write was answered, with the version the watch must show before they
+    /// are decided again: the version written, or any newer than the one decided on.
+    sent: HashMap<(usize, ObjectKey), u64>,
     /// Children of each primary key.
     owned_by: HashMap<ObjectKey, HashSet<(usize, ObjectKey)>>,
     /// Keys to decide on.
@@ -562,24 +547,26 @@ struct State {
     /// When a drain was asked for, by key.
     draining: HashMap<ObjectKey, Instant>,
     /// Objects whose last label write failed.
-    retries: Retries,
+    retries: Retries<(Source, ObjectKey)>,
 }
 
 impl State {
-    fn new(guest: &str, primary: Primary, owned: Vec<GroupVersionKind>) -> Self {
+    fn new(guest: &str, primary: Primary, owned: Vec<Selection>) -> Self {
         Self {
             label: membership::shard_label(guest),
             drain: membership::drain_label(guest),
             seen: children::annotation(guest),
             primary,
+            shown: vec![0; owned.len()],
             owned,
+            held: HashMap::new(),
             ring: Ring::default(),
             live: BTreeSet::new(),
             gone: HashSet::new(),
             unsure: BTreeSet::new(),
             primaries: HashMap::new(),
             children: HashMap::new(),
-            written: HashMap::new(),
+            sent: HashMap::new(),
             owned_by: HashMap::new(),
             dirty: BTreeSet::new(),
             listing: HashMap::new(),
@@ -594,7 +581,12 @@ impl State {
         if self.live.is_empty() {
             return None;
         }
-        self.retries.next_due(&self.dirty)
+        let held = self.held.values().map(|since| *since + HOLDER_WAIT).min();
+        self.retries
+            .next_due(&self.dirty)
+            .into_iter()
+            .chain(held)
+            .min()
     }
 
     /// When the first drain not yet stuck becomes so; none while none waits.
@@ -667,10 +659,16 @@ impl State {
             shard: labels.and_then(|l| l.get(&self.label)).cloned(),
             drain: labels.is_some_and(|l| l.contains_key(&self.drain)),
             version: meta.resource_version.clone().unwrap_or_default(),
+            children: (meta.annotations.as_ref())
+                .and_then(|a| a.get(&self.seen))
+                .map(|named| Seen::parse(named)),
         }
     }
 
     fn apply(&mut self, source: Source, event: watcher::Event<PartialObjectMeta<DynamicObject>>) {
+        if let (Source::Owned(i), Some(version)) = (source, event_version(&event)) {
+            self.shown[i] = self.shown[i].max(version);
+        }
         match event {
             watcher::Event::Init => {
                 self.listing.insert(source, HashSet::new());
@@ -748,7 +746,10 @@ impl State {
                     owner,
                     identity,
                 };
-                self.written.remove(&slot);
+                let shown = child.labels.version.parse::<u64>().ok();
+                if shown.zip(self.sent.get(&slot)).is_none_or(|(s, v)| s >= *v) {
+                    self.sent.remove(&slot);
+                }
                 self.children.insert(slot, child);
                 self.dirty.insert((source, key));
             }
@@ -770,10 +771,11 @@ impl State {
             Source::Primary(_) => {
                 self.primaries.remove(key);
                 self.draining.remove(key);
+                self.held.remove(key);
             }
             Source::Owned(i) => {
                 let slot = (i, key.clone());
-                self.written.remove(&slot);
+                self.sent.remove(&slot);
                 if let Some(owner) = self.children.remove(&slot).and_then(|c| c.owner) {
                     self.unlink(&owner, &slot);
                 }
@@ -818,8 +820,9 @@ impl State {
         stats: &ShardStats,
         children: &mut Vec<Write>,
     ) -> Option<Edit> {
-        let (source, labels) = self.primaries.get(key)?;
-        let target = self.ring.owner(&key.to_string())?;
+        let (source, labels) = self.primaries.get(key).map(|(s, l)| (*s, l.clone()))?;
+        let target = self.ring.owner(&key.to_string())?.to_owned();
+        let target = target.as_str();
         let mut edit = Edit::default();
         let write = &mut edit.labels;
         match labels.shard.as_deref() {
@@ -846,13 +849,16 @@ impl State {
             }
             // Unassigned, handed over, or held by a member that is gone.
             _ => {
+                if self.children_unseen(key, source, labels.children.as_ref()) {
+                    return None;
+                }
                 let sent = children.len();
                 let waiting = self.label_children(key, target, children);
                 if children.len() > sent || !waiting.is_empty() {
                     // Decided again once the watch shows the children labelled: the member
                     // gets the key only with every child in its cache. A child waiting out
                     // its backoff stays to decide, so that its end wakes the sharder.
-                    let object = (Source::Primary(*source), key.clone());
+                    let object = (Source::Primary(source), key.clone());
                     self.retries.waiting.remove(&object);
                     self.dirty.insert(object);
                     self.dirty.extend(waiting);
@@ -874,19 +880,49 @@ impl State {
         Some(edit)
     }
 
+    /// Whether this sharder's watches of the owned kinds have yet to show the versions that the
+    /// holder of `key`, seen in the primary source `source`, named as it handed the key over:
+    /// the children it made itself, which it knew before any watch showed them. The key is then
+    /// decided again on the next event, and at most [`HOLDER_WAIT`] after it began to wait, when
+    /// the watches are no longer waited for (one that relisted with nothing newer to show
+    /// would hold it forever).
+    fn children_unseen(&mut self, key: &ObjectKey, source: usize, named: Option<&Seen>) -> bool {
+        let behind = self
+            .owned
+            .iter()
+            .zip(&self.shown)
+            .any(|(selection, shown)| {
+                let here = key.namespace.is_none()
+                    || selection.namespace.is_none()
+                    || selection.namespace == key.namespace;
+                here && named.and_then(|n| n.version(&selection.kind)) > Some(*shown)
+            });
+        let now = Instant::now();
+        let since = match behind {
+            true => *self.held.entry(key.clone()).or_insert(now),
+            false => now,
+        };
+        if !behind || now >= since + HOLDER_WAIT {
+            self.held.remove(key);
+            return false;
+        }
+        self.dirty.insert((Source::Primary(source), key.clone()));
+        true
+    }
+
     /// The versions the watch showed the children of `key` at, by kind: all labelled for the
     /// member `key` is about to be labelled for.
     fn seen_children(&self, key: &ObjectKey) -> Seen {
         let mut seen = Seen::default();
         for slot @ (i, _) in self.owned_by.get(key).into_iter().flatten() {
-            seen.raise(&self.owned[*i], &self.children[slot].labels.version);
+            seen.raise(&self.owned[*i].kind, &self.children[slot].labels.version);
         }
         seen
     }
 
     /// Adds to `writes` those that label the children of `key` not yet labelled for `target`,
     /// as the watch last showed them, but for children whose write failed and that wait out
-    /// their backoff, and those whose relabel landed and that the watch has not shown since:
+    /// their backoff, and those whose write was answered and that the watch has not shown since:
     /// returns those. A write that met a change is decided again on the next event.
     fn label_children(
         &self,
@@ -915,10 +951,13 @@ impl State {
         waiting
     }
 
-    /// Whether the relabel of `child` landed and the watch has not shown it since.
+    /// Whether a write of `child` was answered and the watch has not shown what it implies.
     fn unseen(&self, source: usize, key: &ObjectKey, child: &Child) -> bool {
-        let written = self.written.get(&(source, key.clone()));
-        written == Some(&child.labels.version)
+        let awaited = self.sent.get(&(source, key.clone()));
+        let shown = child.labels.version.parse::<u64>().ok();
+        awaited
+            .zip(shown)
+            .is_some_and(|(awaited, shown)| shown < *awaited)
     }
 
     fn decide_child(&self, source: usize, key: &ObjectKey) -> Option<Edit> {
@@ -949,65 +988,13 @@ impl State {
     }
 }
 
-/// Whether the membership Lease `lease` read now shows that `holder` holds nothing of `guest`:
-/// it is gone, released, held by another, or does not announce the guest (withdrawn: its
-/// controller's workers ended, and it announces it again only after a quarantine).
-fn holds_nothing(lease: Option<&Lease>, holder: &str, guest: &str) -> bool {
-    let Some(lease) = lease else {
-        return true;
-    };
-    let spec = lease.spec.as_ref();
-    let held = spec.and_then(|s| s.holder_identity.as_deref()) == Some(holder);
-    let (guests, _) = roster::announced(lease.metadata.annotations.as_ref());
-    !held || !guests.contains(guest)
-}
-
-/// The objects whose label writes failed, each with its backoff; an object's failures count on
-/// until a write of it succeeds or it is gone.
-#[derive(Default)]
-struct Retries {
-    /// By object: its failures in a row, and when it may be sent again.
-    waiting: HashMap<(Source, ObjectKey), (u32, Instant)>,
-}
-
-impl Retries {
-    /// Counts a failure of `object`'s write at `now`; returns the pause before it is sent
-    /// again: [`RETRY`], doubled with each failure in a row, up to [`RETRY_MAX`].
-    fn failed(&mut self, object: (Source, ObjectKey), now: Instant) -> Duration {
-        let (failures, due) = self.waiting.entry(object).or_insert((0, now));
-        let pause = RETRY
-            .saturating_mul(2u32.saturating_pow(*failures))
-            .min(RETRY_MAX);
-        *failures = failures.saturating_add(1);
-        *due = now + pause;
-        pause
-    }
-
-    /// Ends `object`'s backoff: its write succeeded, or is left to the next event.
-    fn succeeded(&mut self, object: &(Source, ObjectKey)) {
-        self.waiting.remove(object);
-    }
-
-    /// Whether `object` waits out its backoff at `now`.
-    fn waits(&self, object: &(Source, ObjectKey), now: Instant) -> bool {
-        self.waiting.get(object).is_some_and(|(_, due)| *due > now)
-    }
-
-    /// When the first backoff of the objects of `dirty` ends, if any of them waits; an object
-    /// that had nothing to write when its backoff ended is left out.
-    fn next_due(&self, dirty: &BTreeSet<(Source, ObjectKey)>) -> Option<Instant> {
-        dirty
-            .iter()
-            .filter_map(|object| self.waiting.get(object).map(|(_, due)| *due))
-            .min()
-    }
-
-    /// The objects of `dirty` in backoff.
-    fn len(&self, dirty: &BTreeSet<(Source, ObjectKey)>) -> usize {
-        dirty
-            .iter()
-            .filter(|o| self.waiting.contains_key(*o))
-            .count()
+/// The resourceVersion of the object an event carries, if an integer.
+fn event_version(event: &watcher::Event<PartialObjectMeta<DynamicObject>>) -> Option<u64> {
+    match event {
+        watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o) => {
+            o.metadata.resource_version.as_deref()?.parse().ok()
+        }
+        watcher::Event::Init | watcher::Event::InitDone => None,
     }
 }
 
@@ -1031,6 +1018,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::shard::retries::RETRY;
 
     const LABEL: &str = "shard.kubewasm.dev/g";
 
@@ -1089,7 +1077,11 @@ mod tests {
         let lease = |holder: &str, guests: &str| Lease {
             metadata: kube::api::ObjectMeta {
                 annotations: Some(
-                    [(roster::GUESTS_ANNOTATION.to_owned(), guests.to_owned())].into(),
+                    [(
+                        crate::shard::roster::GUESTS_ANNOTATION.to_owned(),
+                        guests.to_owned(),
+                    )]
+                    .into(),
                 ),
                 ..Default::default()
             },
@@ -1129,7 +1121,7 @@ mod tests {
             ("b", &["g", "h"], false),
             ("c", &["h"], false),
         ]);
-        let sharder = |members: &Members, guest| sharder_of(members, guest);
+        let sharder = |members: &Members, guest| membership::sharder_of(members, guest);
         assert_eq!(sharder(&ring, "g").as_deref(), Some("a"));
         assert_eq!(
             sharder(&ring, "h").as_deref(),
@@ -1144,29 +1136,6 @@ mod tests {
         // A member whose Lease expired is in no ring.
         ring.get_mut("b").unwrap().live = false;
         assert_eq!(sharder(&ring, "h").as_deref(), Some("c"));
-    }
-
-    #[test]
-    fn a_write_that_keeps_failing_waits_twice_as_long_each_time_up_to_five_minutes() {
-        let mut retries = Retries::default();
-        let now = Instant::now();
-        let pauses: Vec<u64> = (0..11)
-            .map(|_| retries.failed(object("a"), now).as_secs())
-            .collect();
-        assert_eq!(pauses, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
-        assert!(retries.waits(&object("a"), now + Duration::from_secs(299)));
-        assert!(!retries.waits(&object("a"), now + Duration::from_secs(300)));
-        // Each object has its own backoff.
-        assert_eq!(retries.failed(object("b"), now), RETRY);
-        let dirty = BTreeSet::from([object("a"), object("b")]);
-        assert_eq!(retries.next_due(&dirty), Some(now + RETRY));
-        assert_eq!(retries.len(&dirty), 2);
-        // Only the objects still to be written count.
-        let dirty = BTreeSet::from([object("a")]);
-        assert_eq!(retries.next_due(&dirty), Some(now + RETRY_MAX));
-        assert_eq!(retries.len(&dirty), 1);
-        retries.succeeded(&object("a"));
-        assert_eq!(retries.failed(object("a"), now), RETRY);
     }
 
     #[test]
@@ -1192,6 +1161,11 @@ mod tests {
             namespaced: true,
         };
         let pods = GroupVersionKind::gvk("", "v1", "Pod");
+        let pods = Selection {
+            kind: pods,
+            namespace: Some("team".to_owned()),
+            selector: None,
+        };
         let mut state = State::new("g", primary, vec![pods]);
         let stats = ShardStats::default();
         state.ring(&members(&[("m1", &["g"], false)]), "g", &stats);
@@ -1313,7 +1287,7 @@ mod tests {
             ])
         );
         // Landed, and not shown by the watch yet: neither sent again nor taken as labelled.
-        state.written.insert((0, object("c").1), "2".to_owned());
+        state.sent.insert((0, object("c").1), 3);
         let (children, keys) = state.decide(&stats);
         assert!(children.is_empty() && keys.is_empty());
         let relabelled = kube::api::ObjectMeta {
@@ -1327,7 +1301,7 @@ mod tests {
                 ..relabelled
             },
         );
-        assert!(state.written.is_empty());
+        assert!(state.sent.is_empty());
         let (children, keys) = state.decide(&stats);
         assert!(children.is_empty());
         assert_eq!(keys[0].key.name, "p");
@@ -1335,6 +1309,44 @@ mod tests {
             keys[0].edit.annotations["children.shard.kubewasm.dev/g"],
             "Pod.v1=3"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_handed_over_waits_for_the_watch_to_show_the_children_its_holder_named() {
+        let (mut state, stats) = one_member();
+        let handed = |version: &str| kube::api::ObjectMeta {
+            annotations: Some(
+                [(
+                    "children.shard.kubewasm.dev/g".to_owned(),
+                    "Pod.v1=9".to_owned(),
+                )]
+                .into(),
+            ),
+            ..meta("p", version, None)
+        };
+        state.upsert(Source::Primary(0), &handed("10"));
+        state.shown[0] = 5;
+        assert_eq!(
+            state.decide(&stats).1.len(),
+            0,
+            "a child made at 9 is not seen yet"
+        );
+        assert!(state.dirty.contains(&(Source::Primary(0), object("p").1)));
+        state.shown[0] = 9;
+        assert_eq!(
+            state.decide(&stats).1.len(),
+            1,
+            "labelled once the watch shows 9"
+        );
+        // A watch with nothing newer to show holds the key for a while only.
+        let (mut state, stats) = one_member();
+        state.upsert(Source::Primary(0), &handed("10"));
+        assert_eq!(state.decide(&stats).1.len(), 0);
+        let due = state.next_due().expect("woken when the wait ends");
+        tokio::time::advance(HOLDER_WAIT).await;
+        assert!(due <= Instant::now());
+        assert_eq!(state.decide(&stats).1.len(), 1);
+        assert!(state.held.is_empty());
     }
 
     #[tokio::test(start_paused = true)]

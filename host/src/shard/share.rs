@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
@@ -50,6 +51,9 @@ pub struct Share {
     gone: Mutex<HashSet<ObjectKey>>,
     /// Keys handed over so far.
     handovers: AtomicU64,
+    /// Keys waiting for this replica's watches to show their children: since when, and whether
+    /// the wait was warned of.
+    waiting: Mutex<HashMap<ObjectKey, (Instant, bool)>>,
 }
 
 /// A key handed over: the version it was handed over from, and whether the write that removed
@@ -86,6 +90,7 @@ impl Share {
             open: AtomicBool::new(false),
             gone: Mutex::default(),
             handovers: AtomicU64::new(0),
+            waiting: Mutex::default(),
         }
     }
 
@@ -135,6 +140,37 @@ impl Share {
         let object: Object = serde_json::from_str(object.json()).ok()?;
         let value = object.metadata.annotations?.remove(&self.children)?;
         Some(Seen::parse(&value))
+    }
+
+    /// Notes that `key` waits for its children; returns how long it has waited (zero for a
+    /// wait that starts now).
+    pub fn wait_for_children(&self, key: &ObjectKey) -> Duration {
+        let mut waiting = self.waiting.lock().expect("waiting lock");
+        let now = Instant::now();
+        let (since, _) = waiting.entry(key.clone()).or_insert((now, false));
+        now - *since
+    }
+
+    /// Whether the wait of `key` for its children is to be warned of: once per wait.
+    pub fn warn_children(&self, key: &ObjectKey) -> bool {
+        let mut waiting = self.waiting.lock().expect("waiting lock");
+        waiting
+            .get_mut(key)
+            .is_some_and(|(_, warned)| !std::mem::replace(warned, true))
+    }
+
+    /// Ends the wait of `key` for its children, if it waited: they are cached, or it is no longer
+    /// this replica's.
+    pub fn end_children_wait(&self, key: &ObjectKey) {
+        let mut waiting = self.waiting.lock().expect("waiting lock");
+        if !waiting.is_empty() {
+            waiting.remove(key);
+        }
+    }
+
+    /// The annotation naming the versions of a key's children.
+    pub fn children_annotation(&self) -> &str {
+        &self.children
     }
 
     /// Whether `object` is asked back by the sharder.
@@ -422,5 +458,25 @@ mod tests {
         assert!(matches!(share.claim(&key, Some(&back)), Claim::Ours));
         assert!(matches!(share.claim(&key, Some(&back)), Claim::Ours));
         assert_eq!(left(&share, &back), Some(true), "its deletion is one again");
+    }
+
+    #[test]
+    fn a_wait_for_children_is_counted_from_its_start_and_warned_of_once() {
+        let share = Share::new("g", "m1");
+        let key = ObjectKey {
+            namespace: Some("team".to_owned()),
+            name: "p".to_owned(),
+        };
+        assert!(share.wait_for_children(&key).is_zero(), "a wait starts");
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(
+            !share.wait_for_children(&key).is_zero(),
+            "the same wait goes on"
+        );
+        assert!(share.warn_children(&key));
+        assert!(!share.warn_children(&key), "warned of once");
+        share.end_children_wait(&key);
+        assert!(!share.warn_children(&key), "no wait, nothing to warn of");
+        assert!(share.wait_for_children(&key).is_zero(), "a new wait starts");
     }
 }

@@ -60,8 +60,8 @@ impl Edit {
 
 /// How a label write ended.
 pub enum Sent {
-    /// It landed.
-    Written,
+    /// It landed; the object's new resourceVersion, if an integer.
+    Written(Option<u64>),
     /// The object changed since the version decided on: its next event, which the watch has
     /// still to deliver, has it decided again on its new version, until a write holds.
     Conflict,
@@ -73,7 +73,8 @@ pub enum Sent {
 
 impl Edit {
     /// Sends the write of the object `key` of `kind`, whose shard label is `label`; returns
-    /// how it ended. A relabel whose condition fails is answered 422: a conflict too.
+    /// how it ended. A relabel whose condition fails is answered 422 with no cause: a conflict
+    /// too; a 422 that names a cause (the object invalid, a policy's denial) is a failure.
     pub async fn send(
         &self,
         resources: &Resources,
@@ -83,10 +84,9 @@ impl Edit {
     ) -> Sent {
         let relabel = self.as_seen.is_some();
         match self.patch(resources, kind, key, label).await {
-            Ok(()) => Sent::Written,
-            Err(kube::Error::Api(status))
-                if status.code == 409 || (relabel && status.code == 422) =>
-            {
+            Ok(version) => Sent::Written(version.and_then(|v| v.parse().ok())),
+            Err(kube::Error::Api(status)) if status.code == 409 => Sent::Conflict,
+            Err(kube::Error::Api(status)) if relabel && status.code == 422 && untested(&status) => {
                 Sent::Conflict
             }
             Err(kube::Error::Api(status)) if status.code == 404 => Sent::Gone,
@@ -103,7 +103,7 @@ impl Edit {
         kind: &GroupVersionKind,
         key: &ObjectKey,
         label: &str,
-    ) -> kube::Result<()> {
+    ) -> kube::Result<Option<String>> {
         let params = PatchParams {
             field_manager: Some(SHARDER_FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
@@ -113,15 +113,28 @@ impl Edit {
         let edit = self;
         if let Some(as_seen) = &edit.as_seen {
             let patch = Patch::Json::<()>(edit.relabel(label, as_seen));
-            api.patch(name, &params, &patch).await?;
-            return Ok(());
+            return Ok(api
+                .patch(name, &params, &patch)
+                .await?
+                .metadata
+                .resource_version);
         }
         let mut metadata = json!({ "resourceVersion": edit.version, "labels": edit.labels });
         if !edit.annotations.is_empty() {
             metadata["annotations"] = Value::Object(edit.annotations.clone());
         }
         let patch = json!({ "metadata": metadata });
-        api.patch(name, &params, &Patch::Merge(&patch)).await?;
-        Ok(())
+        let written = api.patch(name, &params, &Patch::Merge(&patch)).await?;
+        Ok(written.metadata.resource_version)
     }
+}
+
+/// Whether a 422 answers a JSON patch whose test failed: the API server names no cause then, and
+/// its generic message.
+fn untested(status: &kube::core::Status) -> bool {
+    let causes = status.details.as_ref().map_or(0, |d| d.causes.len());
+    causes == 0
+        && status
+            .message
+            .contains("rejected our request due to an error in our request")
 }

@@ -9,6 +9,7 @@ use kube::api::GroupVersionKind;
 
 use super::Controller;
 use crate::cluster::cache::{CachedObject, ObjectKey};
+use crate::shard::children::Seen;
 use crate::shard::share::{Claim, Share};
 use crate::shard::stats::ShardStats;
 use crate::wasm::backend::CallError;
@@ -17,6 +18,13 @@ use crate::wasm::bindings::types::Reason;
 /// Pause before a key whose children this replica's watches have not shown yet is looked at
 /// again.
 const CHILDREN_PAUSE: Duration = Duration::from_millis(100);
+
+/// How long a key waits for its children before it is looked at only once a second. A watch
+/// with no change to show advances by a bookmark about once a minute.
+const CHILDREN_SLOW: Duration = Duration::from_secs(2);
+
+/// How long a key waits for its children before the wait is warned of.
+const CHILDREN_STALLED: Duration = Duration::from_secs(90);
 
 impl Controller {
     /// Whether this replica reconciles `key`, cached as `object`: always when not sharded.
@@ -31,7 +39,11 @@ impl Controller {
         let Some(share) = &self.share else {
             return true;
         };
-        match share.claim(key, object) {
+        let claim = share.claim(key, object);
+        if !matches!(claim, Claim::Ours) {
+            share.end_children_wait(key);
+        }
+        match claim {
             Claim::Ours => true,
             Claim::HandOver(object) => {
                 self.hand_over(share, kind, key, object).await;
@@ -52,33 +64,73 @@ impl Controller {
     /// Whether this replica's watches of the owned kinds have shown the versions at which the
     /// sharder saw the children of `key`, cached as `object`, labelled for it (see
     /// [`crate::shard::children`]): whether the cache holds every child. If not, the key is
-    /// queued again after [`CHILDREN_PAUSE`] for `reason`, and not reconciled now.
+    /// queued again for `reason` after [`CHILDREN_PAUSE`] (a second after it has waited
+    /// [`CHILDREN_SLOW`]), and not reconciled now; a wait past [`CHILDREN_STALLED`] is warned
+    /// of once.
     pub(super) fn children_cached(
         &self,
         key: &ObjectKey,
         object: Option<&CachedObject>,
         reason: Reason,
     ) -> bool {
-        let share = self.share.as_deref();
-        let Some(seen) = share.zip(object).and_then(|(s, o)| s.children(o)) else {
+        let Some(share) = self.share.as_deref() else {
             return true;
         };
-        let behind = self.owned.iter().find_map(|view| {
+        let behind = object
+            .and_then(|o| share.children(o))
+            .and_then(|seen| self.children_behind(key, &seen));
+        let Some((kind, wanted, shown)) = behind else {
+            share.end_children_wait(key);
+            return true;
+        };
+        let waited = share.wait_for_children(key);
+        let guest = &self.settings.name;
+        if waited.is_zero() {
+            (self.shard_stats.children_waits).fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%guest, %key, %kind, wanted, shown, "waiting for its children");
+        } else if waited >= CHILDREN_STALLED && share.warn_children(key) {
+            tracing::warn!(%guest, %key, %kind, wanted, shown, ?waited, "still waiting for this replica's watch to show the key's children");
+        }
+        let pause = if waited < CHILDREN_SLOW {
+            CHILDREN_PAUSE
+        } else {
+            Duration::from_secs(1)
+        };
+        self.queue.add_after(key.clone(), reason, pause);
+        false
+    }
+
+    /// The highest version of each owned kind among the children of `object` in this replica's
+    /// cache, which holds its own writes before any watch shows them: named as the key is handed
+    /// over, so that the sharder labels the key for its next member only once its own watches
+    /// show every child this replica made.
+    fn children_seen(&self, object: &CachedObject) -> Seen {
+        let mut seen = Seen::default();
+        let Some(uid) = object.uid() else {
+            return seen;
+        };
+        for view in &self.owned {
+            let kind = &view.selection().kind;
+            for child in view.informer().store().controlled(uid, object.namespace()) {
+                seen.raise(kind, child.resource_version().unwrap_or_default());
+            }
+        }
+        seen
+    }
+
+    /// The first owned kind whose watch, among those that may hold children of `key`, has not
+    /// shown the version `seen` names: its name, the version named and the version shown.
+    fn children_behind(&self, key: &ObjectKey, seen: &Seen) -> Option<(String, u64, u64)> {
+        self.owned.iter().find_map(|view| {
             let selection = view.selection();
-            let here = selection.namespace.is_none() || selection.namespace == key.namespace;
+            // A cluster-scoped key's children may be in any namespace.
+            let here = key.namespace.is_none()
+                || selection.namespace.is_none()
+                || selection.namespace == key.namespace;
             let wanted = seen.version(&selection.kind)?;
             let shown = view.informer().store().watermark();
             (here && shown < wanted).then(|| (selection.kind.kind.clone(), wanted, shown))
-        });
-        let Some((kind, wanted, shown)) = behind else {
-            return true;
-        };
-        self.shard_stats
-            .children_waits
-            .fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(guest = %self.settings.name, %key, %kind, wanted, shown, "waiting for its children");
-        self.queue.add_after(key.clone(), reason, CHILDREN_PAUSE);
-        false
+        })
     }
 
     /// Ends the share's record of `key` as deleted, once reconciled.
@@ -104,7 +156,15 @@ impl Controller {
     ) {
         share.release(key, object);
         let labels = [share.label(), share.drain()];
-        match self.backend.remove_labels(kind, object, &labels).await {
+        let children = (
+            share.children_annotation(),
+            self.children_seen(object).value(),
+        );
+        match self
+            .backend
+            .remove_labels(kind, object, &labels, children)
+            .await
+        {
             Ok(true) => {
                 share.answered(key);
                 share.handed_over();
