@@ -67,6 +67,18 @@ async fn joined(host: &HostProcess) -> Result<String> {
     .await
 }
 
+/// Stops `host`, named `what`, with SIGTERM while the test runs on: it releases its Lease
+/// through the proxies the test keeps.
+async fn terminate(host: &HostProcess, what: &str) -> Result<()> {
+    host.signal("TERM")?;
+    eventually(&format!("{what} to release its Lease"), WAIT, || async {
+        let log = host.log();
+        Ok(log.contains("released the membership Lease").then_some(()))
+    })
+    .await
+    .map(|_| ())
+}
+
 /// A pod of the PodSet `owner` (uid `uid`), labelled for `member`, as an earlier member left it.
 fn child(name: &str, owner: &str, uid: &str, member: &str) -> Result<Pod> {
     Ok(serde_json::from_value(json!({
@@ -161,12 +173,7 @@ async fn a_key_handed_over_is_reconciled_only_once_its_children_are_cached() -> 
     if outcome.is_err() {
         eprintln!("--- the host's log:\n{}", host.log());
     }
-    host.signal("TERM")?;
-    eventually("the host to release its Lease", WAIT, || async {
-        let log = host.log();
-        Ok(log.contains("released the membership Lease").then_some(()))
-    })
-    .await?;
+    terminate(&host, "the host").await?;
     outcome
 }
 
@@ -237,7 +244,8 @@ async fn print_labels(podsets: &Api<DynamicObject>, pods: &Api<Pod>) -> Result<(
     Ok(())
 }
 
-const PODSETS: usize = 8;
+/// PodSets enough that two members almost never hash them all to one.
+const PODSETS: usize = 12;
 const REPLICAS: usize = 3;
 
 #[tokio::test]
@@ -265,7 +273,7 @@ async fn children_follow_their_key_while_every_pod_changes_and_relabels_conflict
         ns.name()
     );
     let [metrics] = free_ports()?.map(|port| format!("127.0.0.1:{port}"));
-    let args = member_args(ns.name(), "churn-ring", ["4s", "3s", "1s"]);
+    let args = member_args(ns.name(), "churn-ring", ["15s", "10s", "2s"]);
     let with_metrics = [args.clone(), vec!["--metrics-bind-address", &metrics]].concat();
     let first = HostProcess::start_via("churn-1", &config, delays.kubeconfig(), &with_metrics)?;
     let seen = Mutex::new(HashSet::new());
@@ -291,12 +299,10 @@ async fn children_follow_their_key_while_every_pod_changes_and_relabels_conflict
         })
         .await?;
         podset::converged(&podsets, &pods, &owners, REPLICAS, &seen).await?;
-        let leaving = second.as_ref().context("the second host")?;
-        leaving.signal("TERM")?;
-        eventually("the second host to stop", WAIT, || async {
-            let log = leaving.log();
-            Ok(log.contains("released the membership Lease").then_some(()))
-        })
+        terminate(
+            second.as_ref().context("the second host")?,
+            "the second host",
+        )
         .await?;
         eventually("the first member to hold every PodSet", WAIT, || async {
             let holders = settled(&podsets, &pods).await?;
@@ -328,11 +334,6 @@ async fn children_follow_their_key_while_every_pod_changes_and_relabels_conflict
             eprintln!("--- the second host's log:\n{}", second.log());
         }
     }
-    first.signal("TERM")?;
-    eventually("the first host to release its Lease", WAIT, || async {
-        let log = first.log();
-        Ok(log.contains("released the membership Lease").then_some(()))
-    })
-    .await?;
+    terminate(&first, "the first host").await?;
     outcome
 }

@@ -43,7 +43,7 @@ use crate::cluster::managed::{self, IntentDigest};
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::watch::{Informer, Resources};
 use crate::control::events::{Correlator, Decision, EventKey};
-use crate::shard::sharder::SHARDER_FIELD_MANAGER;
+use crate::shard::write::SHARDER_FIELD_MANAGER;
 use crate::wasm::backend::{
     ApplyRequest, Backend, CallError, DeleteRequest, EventRequest, PatchRequest, caller_gone,
 };

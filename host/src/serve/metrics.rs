@@ -85,7 +85,7 @@ pub struct ShardSnapshot {
     pub drains_stuck: u64,
     /// Label writes of the sharder that met a newer version of their object.
     pub conflicts: u64,
-    /// Reconciles put off until this replica's watches showed a key's children.
+    /// Keys that waited for this replica's watches to show their children.
     pub children_waits: u64,
 }
 
@@ -696,7 +696,7 @@ fn render_shard_counts(out: &mut Exposition, sharded: &[(&str, &ShardSnapshot)])
         (
             "kubewasm_shard_children_waits_total",
             Kind::Counter,
-            "Reconciles of keys handed to this replica put off until its watches showed the children the sharder labelled for it",
+            "Keys handed to this replica that waited for its watches to show the children the sharder labelled for it",
             |s| s.children_waits,
         ),
     ];

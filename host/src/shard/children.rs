@@ -1,17 +1,21 @@
-//! What a key's new member must have cached before it reconciles the key: for each owned kind,
-//! the resourceVersion at which the sharder's watch showed every child of the key labelled for
-//! that member. The sharder writes it on the key with the key's own label, in the annotation
-//! `children.shard.kubewasm.dev/<guest>` (`Pod.v1=4121,Secret.v1=3990`). The member's watches of
-//! the primary and owned kinds are separate streams that may lag one another; once its watch
-//! of each kind has shown the version named, its cache holds every child as labelled for it,
-//! so a guest that counts its children never sees a partial set.
+//! What a watch must have shown before a key's children are all known: for each owned kind, the
+//! highest resourceVersion among the key's children, in the annotation
+//! `children.shard.kubewasm.dev/<guest>` (`Pod.v1=4121,Secret.v1=3990`). A member handing the key
+//! over writes the children its cache holds (its own creations among them, before any watch
+//! shows them), and the sharder labels the key for its next member once its own watches have
+//! shown those versions (or a few seconds have passed); the sharder writes the children as its
+//! watch showed them labelled for that member, and the member reconciles the key once its own
+//! watches have shown those. Watches of the primary and owned kinds are separate streams that
+//! may lag one another: so a guest that counts its children never sees a partial set.
 //!
 //! resourceVersions are compared as integers (comparable since Kubernetes v1.35); a kind whose
 //! version is not an integer is left out, and waits for nothing.
 
 use std::collections::BTreeMap;
 
+use kube::Resource;
 use kube::api::GroupVersionKind;
+use kube::runtime::watcher;
 
 use crate::cluster::transform::HOST_ANNOTATIONS;
 
@@ -63,6 +67,39 @@ impl Seen {
     }
 }
 
+/// What one watch of an owned kind has shown, as its events arrive.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Shown {
+    /// Whether its first list is done.
+    pub listed: bool,
+    /// The highest version among the items of the list in progress.
+    listing: u64,
+    /// The highest version shown by a list done or an event since.
+    pub version: u64,
+}
+
+impl Shown {
+    /// Notes the version `event` shows: a list's items only once the list is done, since they
+    /// come in name order rather than version order.
+    pub fn note<K: Resource>(&mut self, event: &watcher::Event<K>) {
+        let version = |object: &K| -> u64 {
+            let version = object.meta().resource_version.as_deref();
+            version.and_then(|v| v.parse().ok()).unwrap_or(0)
+        };
+        match event {
+            watcher::Event::Init => self.listing = 0,
+            watcher::Event::InitApply(o) => self.listing = self.listing.max(version(o)),
+            watcher::Event::InitDone => {
+                self.version = self.version.max(self.listing);
+                self.listed = true;
+            }
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                self.version = self.version.max(version(o));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +130,29 @@ mod tests {
             torn.version(&GroupVersionKind::gvk("", "v1", "Secret")),
             Some(3)
         );
+    }
+
+    #[test]
+    fn a_watch_shows_a_list_once_done_and_each_event_at_once() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let object = |version: &str| ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                resource_version: Some(version.to_owned()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut shown = Shown::default();
+        shown.note(&watcher::Event::<ConfigMap>::Init);
+        shown.note(&watcher::Event::InitApply(object("30")));
+        shown.note(&watcher::Event::InitApply(object("12")));
+        assert!(!shown.listed);
+        assert_eq!(shown.version, 0, "a list in progress shows nothing yet");
+        shown.note(&watcher::Event::<ConfigMap>::InitDone);
+        assert!(shown.listed);
+        assert_eq!(shown.version, 30);
+        shown.note(&watcher::Event::Apply(object("41")));
+        shown.note(&watcher::Event::Delete(object("35")));
+        assert_eq!(shown.version, 41);
     }
 }

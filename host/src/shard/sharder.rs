@@ -13,12 +13,13 @@
 //! 1. the sharder adds `drain.shard.kubewasm.dev/<guest>` to K;
 //! 2. A sees it, and the worker that dequeues K (never while another of A's workers holds it)
 //!    removes both labels instead of reconciling: A is done with K, and forgets it;
-//! 3. the sharder sees K unassigned and labels K's children for B (a child labelled already on
-//!    condition that its uid, controller owner and shard label are as seen, so that other
-//!    changes of it, as kubelet's, never hold the relabel back); once its watch shows every
-//!    child labelled so (a write that met a change is decided again on the next event),
-//!    it labels K itself, naming the version each owned kind's watch showed them at (see
-//!    [`crate::shard::children`]);
+//! 3. the sharder sees K unassigned, waits (5 s at most) until its watches have listed and shown
+//!    the children A named on K as it removed the labels, and labels K's children for B (a
+//!    child labelled already on condition that its uid, controller owner and shard label are as
+//!    seen, so that other changes of it, as kubelet's, never hold the relabel back); once its
+//!    watch shows every child labelled so (a write that met a change is decided again on the
+//!    next event), it labels K itself, naming the highest version of its children of each
+//!    owned kind (see [`crate::shard::children`]);
 //! 4. B's watch delivers K, and B reconciles it once its own watches have shown those versions,
 //!    so that it finds every child in its cache.
 //!
@@ -58,7 +59,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::cache::ObjectKey;
 use crate::cluster::selection::Selection;
 use crate::cluster::watch::Resources;
-use crate::shard::children::{self, Seen};
+use crate::shard::children::{self, Seen, Shown};
 use crate::shard::membership::{self, Members, ring_of, shards};
 use crate::shard::retries::Retries;
 use crate::shard::ring::Ring;
@@ -75,10 +76,6 @@ const HOLDER_WAIT: Duration = Duration::from_secs(5);
 
 /// How long a drain may wait for its holder before it counts as stuck.
 const STUCK: Duration = Duration::from_secs(60);
-
-/// The field manager of shard and drain labels, written by the sharder and by a member
-/// handing an object over.
-pub const SHARDER_FIELD_MANAGER: &str = "kubewasm-sharder";
 
 /// A replica's place in a shard ring.
 #[derive(Clone)]
@@ -518,11 +515,11 @@ struct State {
     primary: Primary,
     /// Each owned source's selection.
     owned: Vec<Selection>,
-    /// The highest version each owned source's watch has shown in an event.
-    shown: Vec<u64>,
-    /// Keys unassigned whose holder named children this sharder's watches have not shown yet,
-    /// with since when they wait.
-    held: HashMap<ObjectKey, Instant>,
+    /// What each owned source's watch has shown.
+    shown: Vec<Shown>,
+    /// Keys unassigned held back until this sharder's watches show their children: by key, its
+    /// primary source and since when.
+    held: HashMap<ObjectKey, (usize, Instant)>,
     ring: Ring,
     /// The guest's ring: the live members that announce it.
     live: BTreeSet<String>,
@@ -557,7 +554,7 @@ impl State {
             drain: membership::drain_label(guest),
             seen: children::annotation(guest),
             primary,
-            shown: vec![0; owned.len()],
+            shown: vec![Shown::default(); owned.len()],
             owned,
             held: HashMap::new(),
             ring: Ring::default(),
@@ -581,7 +578,13 @@ impl State {
         if self.live.is_empty() {
             return None;
         }
-        let held = self.held.values().map(|since| *since + HOLDER_WAIT).min();
+        let held = (self.held.iter())
+            .filter(|(key, (source, _))| {
+                self.dirty
+                    .contains(&(Source::Primary(*source), (*key).clone()))
+            })
+            .map(|(_, (_, since))| *since + HOLDER_WAIT)
+            .min();
         self.retries
             .next_due(&self.dirty)
             .into_iter()
@@ -666,8 +669,8 @@ impl State {
     }
 
     fn apply(&mut self, source: Source, event: watcher::Event<PartialObjectMeta<DynamicObject>>) {
-        if let (Source::Owned(i), Some(version)) = (source, event_version(&event)) {
-            self.shown[i] = self.shown[i].max(version);
+        if let Source::Owned(i) = source {
+            self.shown[i].note(&event);
         }
         match event {
             watcher::Event::Init => {
@@ -830,9 +833,11 @@ impl State {
                 // Out of the ring by the Leases seen, which may lag: a read of its Lease
                 // settles it before the key moves without drain.
                 self.unsure.insert(holder.to_owned());
+                self.held.remove(key);
                 return None;
             }
             Some(holder) if self.live.contains(holder) => {
+                self.held.remove(key);
                 if holder == target {
                     if !labels.drain {
                         return None;
@@ -871,6 +876,7 @@ impl State {
                 let seen = self.seen_children(key).value();
                 (edit.annotations).insert(self.seen.clone(), seen.map_or(Value::Null, Value::from));
                 stats.assigned.fetch_add(1, Ordering::Relaxed);
+                self.held.remove(key);
                 if let Some(asked) = self.draining.remove(key) {
                     stats.handover.observe(asked.elapsed());
                 }
@@ -880,30 +886,28 @@ impl State {
         Some(edit)
     }
 
-    /// Whether this sharder's watches of the owned kinds have yet to show the versions that the
-    /// holder of `key`, seen in the primary source `source`, named as it handed the key over:
-    /// the children it made itself, which it knew before any watch showed them. The key is then
-    /// decided again on the next event, and at most [`HOLDER_WAIT`] after it began to wait, when
-    /// the watches are no longer waited for (one that relisted with nothing newer to show
-    /// would hold it forever).
+    /// Whether `key`, seen in the primary source `source`, is held back: this sharder's watches
+    /// of the owned kinds have not all listed, or have yet to show the versions its holder
+    /// named as it handed it over (the children it made itself, which it knew before any watch
+    /// showed them). A key held back is decided again on the next event, and held at most
+    /// [`HOLDER_WAIT`] from when it began to wait until it is labelled: a watch that never
+    /// lists, or that relisted with nothing newer to show, would hold it forever.
     fn children_unseen(&mut self, key: &ObjectKey, source: usize, named: Option<&Seen>) -> bool {
         let behind = self
             .owned
             .iter()
             .zip(&self.shown)
             .any(|(selection, shown)| {
-                let here = key.namespace.is_none()
-                    || selection.namespace.is_none()
-                    || selection.namespace == key.namespace;
-                here && named.and_then(|n| n.version(&selection.kind)) > Some(*shown)
+                let here = selection.namespace.is_none() || selection.namespace == key.namespace;
+                let wanted = named.and_then(|n| n.version(&selection.kind));
+                !shown.listed || (here && wanted > Some(shown.version))
             });
+        if !behind {
+            return false;
+        }
         let now = Instant::now();
-        let since = match behind {
-            true => *self.held.entry(key.clone()).or_insert(now),
-            false => now,
-        };
-        if !behind || now >= since + HOLDER_WAIT {
-            self.held.remove(key);
+        let (_, since) = *self.held.entry(key.clone()).or_insert((source, now));
+        if now >= since + HOLDER_WAIT {
             return false;
         }
         self.dirty.insert((Source::Primary(source), key.clone()));
@@ -985,16 +989,6 @@ impl State {
             as_seen: child.as_seen(),
             ..Edit::default()
         })
-    }
-}
-
-/// The resourceVersion of the object an event carries, if an integer.
-fn event_version(event: &watcher::Event<PartialObjectMeta<DynamicObject>>) -> Option<u64> {
-    match event {
-        watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o) => {
-            o.metadata.resource_version.as_deref()?.parse().ok()
-        }
-        watcher::Event::Init | watcher::Event::InitDone => None,
     }
 }
 
@@ -1169,6 +1163,7 @@ mod tests {
         let mut state = State::new("g", primary, vec![pods]);
         let stats = ShardStats::default();
         state.ring(&members(&[("m1", &["g"], false)]), "g", &stats);
+        state.shown[0].listed = true;
         (state, stats)
     }
 
@@ -1182,17 +1177,23 @@ mod tests {
         }
     }
 
+    /// A controller owner reference to the PodSet `name` with `uid`.
+    fn controller(name: &str, uid: &str) -> OwnerReference {
+        OwnerReference {
+            api_version: "example.com/v1".to_owned(),
+            kind: "PodSet".to_owned(),
+            name: name.to_owned(),
+            uid: uid.to_owned(),
+            controller: Some(true),
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn a_key_is_labelled_only_once_the_watch_shows_every_child_labelled_for_its_member() {
         let (mut state, stats) = one_member();
         state.upsert(Source::Primary(0), &meta("p", "1", None));
-        let owner = OwnerReference {
-            api_version: "example.com/v1".to_owned(),
-            kind: "PodSet".to_owned(),
-            name: "p".to_owned(),
-            controller: Some(true),
-            ..Default::default()
-        };
+        let owner = controller("p", "owner-uid");
         for child in ["c1", "c2"] {
             let child = kube::api::ObjectMeta {
                 owner_references: Some(vec![owner.clone()]),
@@ -1249,14 +1250,7 @@ mod tests {
     fn a_labelled_child_is_relabelled_on_what_the_sharder_decides_on_and_not_sent_twice() {
         let (mut state, stats) = one_member();
         state.upsert(Source::Primary(0), &meta("p", "1", None));
-        let owner = OwnerReference {
-            api_version: "example.com/v1".to_owned(),
-            kind: "PodSet".to_owned(),
-            name: "p".to_owned(),
-            uid: "owner-uid".to_owned(),
-            controller: Some(true),
-            ..Default::default()
-        };
+        let owner = controller("p", "owner-uid");
         let other = OwnerReference {
             controller: None,
             uid: "other".to_owned(),
@@ -1325,19 +1319,27 @@ mod tests {
             ..meta("p", version, None)
         };
         state.upsert(Source::Primary(0), &handed("10"));
-        state.shown[0] = 5;
+        state.shown[0].version = 5;
         assert_eq!(
             state.decide(&stats).1.len(),
             0,
             "a child made at 9 is not seen yet"
         );
         assert!(state.dirty.contains(&(Source::Primary(0), object("p").1)));
-        state.shown[0] = 9;
+        state.shown[0].version = 9;
         assert_eq!(
             state.decide(&stats).1.len(),
             1,
             "labelled once the watch shows 9"
         );
+        assert!(state.held.is_empty());
+        // No key is labelled before the watch of every owned kind has listed.
+        let (mut state, stats) = one_member();
+        state.shown[0].listed = false;
+        state.upsert(Source::Primary(0), &meta("q", "3", None));
+        assert_eq!(state.decide(&stats).1.len(), 0);
+        state.shown[0].listed = true;
+        assert_eq!(state.decide(&stats).1.len(), 1);
         // A watch with nothing newer to show holds the key for a while only.
         let (mut state, stats) = one_member();
         state.upsert(Source::Primary(0), &handed("10"));

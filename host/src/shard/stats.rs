@@ -32,8 +32,8 @@ pub struct ShardStats {
     pub drains_stuck: AtomicU64,
     /// Label writes that met a newer version of their object: decided again on it.
     pub conflicts: AtomicU64,
-    /// On this replica as a member: reconciles of keys put off until its watches showed the
-    /// children the sharder labelled for it.
+    /// On this replica as a member: keys that waited for its watches to show the children the
+    /// sharder labelled for it.
     pub children_waits: AtomicU64,
 }
 

@@ -10,7 +10,10 @@ use serde_json::{Value, json};
 
 use crate::cluster::cache::ObjectKey;
 use crate::cluster::watch::Resources;
-use crate::shard::sharder::SHARDER_FIELD_MANAGER;
+
+/// The field manager of shard and drain labels, written by the sharder and by a member
+/// handing an object over.
+pub const SHARDER_FIELD_MANAGER: &str = "kubewasm-sharder";
 
 /// A labelled child as the sharder saw it: its uid, the place and uid of its controller owner,
 /// and its shard label. A relabel on this condition lands on whatever version of the child

@@ -123,10 +123,9 @@ impl Controller {
     fn children_behind(&self, key: &ObjectKey, seen: &Seen) -> Option<(String, u64, u64)> {
         self.owned.iter().find_map(|view| {
             let selection = view.selection();
-            // A cluster-scoped key's children may be in any namespace.
-            let here = key.namespace.is_none()
-                || selection.namespace.is_none()
-                || selection.namespace == key.namespace;
+            // The versions are of the key's namespace, or of all for a cluster-scoped key,
+            // whose views of single namespaces are not waited for.
+            let here = selection.namespace.is_none() || selection.namespace == key.namespace;
             let wanted = seen.version(&selection.kind)?;
             let shown = view.informer().store().watermark();
             (here && shown < wanted).then(|| (selection.kind.kind.clone(), wanted, shown))
