@@ -23,7 +23,9 @@ const CHILDREN_PAUSE: Duration = Duration::from_millis(100);
 /// with no change to show advances by a bookmark about once a minute.
 const CHILDREN_SLOW: Duration = Duration::from_secs(2);
 
-/// How long a key waits for its children before the wait is warned of.
+/// How long a key waits for its children at most. A watch shows every version that exists
+/// within about a minute (a bookmark, if nothing else), so a version not shown by then is none
+/// a sharder wrote: whoever may write the key (its tenant) cannot hold it back for longer.
 const CHILDREN_STALLED: Duration = Duration::from_secs(90);
 
 impl Controller {
@@ -65,8 +67,8 @@ impl Controller {
     /// sharder saw the children of `key`, cached as `object`, labelled for it (see
     /// [`crate::shard::children`]): whether the cache holds every child. If not, the key is
     /// queued again for `reason` after [`CHILDREN_PAUSE`] (a second after it has waited
-    /// [`CHILDREN_SLOW`]), and not reconciled now; a wait past [`CHILDREN_STALLED`] is warned
-    /// of once.
+    /// [`CHILDREN_SLOW`]), and not reconciled now. A key waits [`CHILDREN_STALLED`] at most,
+    /// then is reconciled with a warning: its annotation names a version no sharder wrote.
     pub(super) fn children_cached(
         &self,
         key: &ObjectKey,
@@ -85,11 +87,15 @@ impl Controller {
         };
         let waited = share.wait_for_children(key);
         let guest = &self.settings.name;
+        if waited >= CHILDREN_STALLED {
+            if share.warn_children(key) {
+                tracing::warn!(%guest, %key, %kind, wanted, shown, ?waited, "reconciling without the key's children: this replica's watch has not shown the version its annotation names");
+            }
+            return true;
+        }
         if waited.is_zero() {
             (self.shard_stats.children_waits).fetch_add(1, Ordering::Relaxed);
             tracing::debug!(%guest, %key, %kind, wanted, shown, "waiting for its children");
-        } else if waited >= CHILDREN_STALLED && share.warn_children(key) {
-            tracing::warn!(%guest, %key, %kind, wanted, shown, ?waited, "still waiting for this replica's watch to show the key's children");
         }
         let pause = if waited < CHILDREN_SLOW {
             CHILDREN_PAUSE
