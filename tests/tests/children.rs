@@ -28,7 +28,7 @@ use kubewasm_tests::ledger::word;
 use kubewasm_tests::podset::{self, install};
 use kubewasm_tests::prometheus::{scrape, sum};
 use kubewasm_tests::ring;
-use kubewasm_tests::{HostProcess, WAIT, control_plane, eventually, free_ports, guest_wasm};
+use kubewasm_tests::{HostProcess, WAIT, control_plane, eventually, free_ports, module_config};
 use serde_json::json;
 
 const LABEL: &str = "shard.kubewasm.dev/podset";
@@ -114,11 +114,7 @@ async fn a_key_handed_over_is_reconciled_only_once_its_children_are_cached() -> 
         ..Rule::default()
     };
     let delays = Delays::start(plane.kubeconfig(), vec![pod_watches]).await?;
-    let config = format!(
-        "modules:\n  - path: {}\n    namespaces: [{}]\n",
-        guest_wasm("podset").display(),
-        ns.name()
-    );
+    let config = module_config("podset", ns.name());
     let args = member_args(ns.name(), ring_name, ["20s", "15s", "5s"]);
     let host = HostProcess::start_via("children", &config, delays.kubeconfig(), &args)?;
     let checked = async {
@@ -267,11 +263,7 @@ async fn children_follow_their_key_while_every_pod_changes_and_relabels_conflict
         ..Rule::default()
     };
     let delays = Delays::start(plane.kubeconfig(), vec![late_writes]).await?;
-    let config = format!(
-        "modules:\n  - path: {}\n    namespaces: [{}]\n",
-        guest_wasm("podset").display(),
-        ns.name()
-    );
+    let config = module_config("podset", ns.name());
     let [metrics] = free_ports()?.map(|port| format!("127.0.0.1:{port}"));
     let args = member_args(ns.name(), "churn-ring", ["15s", "10s", "2s"]);
     let with_metrics = [args.clone(), vec!["--metrics-bind-address", &metrics]].concat();

@@ -27,7 +27,7 @@ use kube::{Api, ResourceExt};
 use kubewasm_tests::ledger::{self, word};
 use kubewasm_tests::relay::Relay;
 use kubewasm_tests::ring;
-use kubewasm_tests::{HostProcess, WAIT, control_plane_with, eventually, guest_wasm};
+use kubewasm_tests::{HostProcess, WAIT, control_plane_with, eventually, module_config};
 use serde_json::json;
 
 const RING: &str = "handover-ring";
@@ -132,11 +132,7 @@ async fn a_handover_whose_answer_is_lost_is_no_deletion_and_a_return_unseen_is_t
     sources.create(&PostParams::default(), &source).await?;
 
     let relay = Relay::start(plane.kubeconfig()).await?;
-    let config = format!(
-        "modules:\n  - path: {}\n    namespaces: [{}]\n",
-        guest_wasm("ledger").display(),
-        ns.name()
-    );
+    let config = module_config("ledger", ns.name());
     let args = [
         "--sharded",
         "--leader-election-namespace",

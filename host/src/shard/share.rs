@@ -129,16 +129,7 @@ impl Share {
         if !object.json().contains(self.children.as_str()) {
             return None;
         }
-        #[derive(Deserialize)]
-        struct Object {
-            metadata: Metadata,
-        }
-        #[derive(Deserialize)]
-        struct Metadata {
-            annotations: Option<BTreeMap<String, String>>,
-        }
-        let object: Object = serde_json::from_str(object.json()).ok()?;
-        let value = object.metadata.annotations?.remove(&self.children)?;
+        let value = metadata(object)?.annotations?.remove(&self.children)?;
         Some(Seen::parse(&value))
     }
 
@@ -298,19 +289,28 @@ impl Share {
     }
 }
 
-/// When `object` was created, read from its JSON; the compact cache keeps no field for it.
-fn created(object: &CachedObject) -> Option<Timestamp> {
+/// The metadata the share reads from an object's JSON, which the compact cache keeps no field
+/// for.
+#[derive(Deserialize)]
+struct Metadata {
+    #[serde(rename = "creationTimestamp")]
+    created: Option<Timestamp>,
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+/// The metadata of `object`, read from its JSON.
+fn metadata(object: &CachedObject) -> Option<Metadata> {
     #[derive(Deserialize)]
     struct Object {
         metadata: Metadata,
     }
-    #[derive(Deserialize)]
-    struct Metadata {
-        #[serde(rename = "creationTimestamp")]
-        created: Option<Timestamp>,
-    }
     let object: Object = serde_json::from_str(object.json()).ok()?;
-    object.metadata.created
+    Some(object.metadata)
+}
+
+/// When `object` was created.
+fn created(object: &CachedObject) -> Option<Timestamp> {
+    metadata(object)?.created
 }
 
 #[cfg(test)]
