@@ -329,3 +329,101 @@ async fn children_follow_their_key_while_every_pod_changes_and_relabels_conflict
     terminate(&first, "the first host").await?;
     outcome
 }
+
+/// The PodSets of `podsets` labelled for `member`, by uid.
+async fn held(podsets: &Api<DynamicObject>, member: &str) -> Result<Vec<String>> {
+    let listed = podsets.list(&ListParams::default()).await?.items;
+    Ok(listed
+        .into_iter()
+        .filter(|p| p.labels().get(LABEL).map(String::as_str) == Some(member))
+        .filter_map(|p| p.metadata.uid)
+        .collect())
+}
+
+#[tokio::test]
+async fn keys_released_without_drain_move_with_the_children_made_last() -> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let ns = plane.namespace("released").await?;
+    let (podsets, pods, recorder) = install(&client, ns.name()).await?;
+    let mut owners = Vec::new();
+    for i in 0..PODSETS {
+        owners.push(podset::create(&podsets, &format!("ps-{i}"), 0).await?);
+    }
+    // The first host leads and shards; its pod watch shows the pods the second host makes in
+    // its last reconciles only after it has moved that host's PodSets, which had no pods
+    // before, to itself.
+    let pod_watches = Rule {
+        method: "GET",
+        contains: vec!["/pods?".into(), "watch=".into()],
+        answers: LAG,
+        ..Rule::default()
+    };
+    let delays = Delays::start(plane.kubeconfig(), vec![pod_watches]).await?;
+    let config = module_config("podset", ns.name());
+    let args = member_args(ns.name(), "released-ring", ["15s", "10s", "2s"]);
+    let first = HostProcess::start_via("released-1", &config, delays.kubeconfig(), &args)?;
+    let seen = Mutex::new(HashSet::new());
+    let mut second = None;
+    let checked = async {
+        joined(&first).await?;
+        podset::converged(&podsets, &pods, &owners, 0, &seen).await?;
+        let joining = HostProcess::start_with("released-2", &config, &args)?;
+        let other = joined(&joining).await?;
+        let second = second.insert(joining);
+        eventually("the second member to hold PodSets", WAIT, || async {
+            let holders = settled(&podsets, &pods).await?;
+            Ok(holders.contains(&other).then_some(()))
+        })
+        .await?;
+        // Every PodSet grows; the second host leaves with SIGTERM as soon as its PodSets'
+        // new pods exist, releasing its Lease: its keys move at once, without drain.
+        let theirs = held(&podsets, &other).await?;
+        let grow = json!({ "spec": { "replicas": REPLICAS } });
+        for i in 0..PODSETS {
+            let name = format!("ps-{i}");
+            podsets
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&grow))
+                .await?;
+        }
+        eventually(
+            "the second host to make its PodSets' pods",
+            WAIT,
+            || async {
+                let counts = podset::live_pods(&pods, &theirs, &seen).await?;
+                Ok(counts.iter().all(|p| p.len() == REPLICAS).then_some(()))
+            },
+        )
+        .await?;
+        terminate(second, "the second host").await?;
+        // Its Lease names the pods its PodSets had as it left.
+        let leases = Api::<Lease>::namespaced(client.clone(), ns.name());
+        let lease = leases.get(&format!("released-ring-{other}")).await?;
+        let left = lease.annotations().get("left.shard.kubewasm.dev/podset");
+        ensure!(
+            left.is_some_and(|l| l.starts_with("Pod.v1=")),
+            "the released Lease names no pods: {:?}",
+            lease.annotations()
+        );
+        podset::converged(&podsets, &pods, &owners, REPLICAS, &seen).await?;
+        let created = podset::created_once(&seen, &recorder, PODSETS, REPLICAS, 0).await?;
+        println!(
+            "{created} pods created for {PODSETS} PodSets of {REPLICAS}, {} of them moved \
+             without drain",
+            theirs.len()
+        );
+        anyhow::Ok(())
+    };
+    let outcome = checked.await;
+    if outcome.is_err() {
+        if let Err(error) = print_labels(&podsets, &pods).await {
+            eprintln!("--- listing the labels: {error}");
+        }
+        eprintln!("--- the first host's log:\n{}", first.log());
+        if let Some(second) = &second {
+            eprintln!("--- the second host's log:\n{}", second.log());
+        }
+    }
+    terminate(&first, "the first host").await?;
+    outcome
+}

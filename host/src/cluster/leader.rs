@@ -469,8 +469,8 @@ impl Leadership {
     }
 
     /// Stops renewing and, unless leadership was lost, empties the Lease's holder so that a
-    /// standby takes over at once.
-    pub async fn release(self) -> Result<(), LeaderError> {
+    /// standby takes over at once; the same write sets `annotations` on the Lease.
+    pub async fn release(self, annotations: &BTreeMap<String, String>) -> Result<(), LeaderError> {
         /// Conflicts a release survives: a cancelled renewal lands at most once.
         const ATTEMPTS: u32 = 3;
         self.stop.cancel();
@@ -490,6 +490,7 @@ impl Leadership {
                 return Ok(());
             }
             lease.spec = Some(released(&spec, Timestamp::now()));
+            (lease.metadata.annotations.get_or_insert_default()).extend(annotations.clone());
             match api.replace(name, &PostParams::default(), &lease).await {
                 Ok(_) => return Ok(()),
                 Err(kube::Error::Api(status)) if status.is_conflict() && attempt < ATTEMPTS => {

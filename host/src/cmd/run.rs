@@ -3,6 +3,7 @@
 //!
 //! Its errors are reported through anyhow, as the binary reports them.
 
+use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::pin::Pin;
@@ -213,6 +214,10 @@ async fn run_host(
             return Ok(ExitCode::FAILURE);
         }
     };
+    // The controllers have stopped: the member names on its Lease the children of the keys it
+    // held, for the sharder to wait for as it moves them.
+    let left = (roles.member.as_ref()).map(|(_, roster)| roster.left(None));
+    let membership = membership.map(|held| (held, left.unwrap_or_default()));
     release(leadership, membership).await;
     ran?;
     Ok(ExitCode::SUCCESS)
@@ -321,11 +326,16 @@ where
     }
 }
 
-/// Releases the Leases held, leadership first, logging how each went.
-async fn release(leadership: Option<Leadership>, membership: Option<Leadership>) {
+/// Releases the Leases held, leadership first, the membership Lease with its annotations,
+/// logging how each went.
+async fn release(
+    leadership: Option<Leadership>,
+    membership: Option<(Leadership, BTreeMap<String, String>)>,
+) {
+    let leadership = leadership.map(|held| (held, BTreeMap::new()));
     for (held, what) in [(leadership, "leader"), (membership, "membership")] {
-        if let Some(held) = held {
-            match held.release().await {
+        if let Some((held, annotations)) = held {
+            match held.release(&annotations).await {
                 Ok(()) => tracing::info!("released the {what} Lease"),
                 Err(error) => tracing::warn!(%error, "releasing the {what} Lease"),
             }

@@ -46,6 +46,14 @@ impl Seen {
         }
     }
 
+    /// Raises every version to the one `other` names for its kind.
+    pub fn merge(&mut self, other: &Seen) {
+        for (tag, version) in &other.0 {
+            let entry = self.0.entry(tag.clone()).or_default();
+            *entry = (*entry).max(*version);
+        }
+    }
+
     /// The annotation's value; `None` when no kind has a version (no children).
     pub fn value(&self) -> Option<String> {
         let entries: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();

@@ -13,4 +13,5 @@ pub mod roster;
 pub mod sharder;
 pub mod share;
 pub mod stats;
+pub mod watches;
 pub mod write;

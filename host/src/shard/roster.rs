@@ -12,6 +12,12 @@
 //! flight says otherwise. A controller that replaces another of the same guest (see
 //! [`Roster::hold`]) finds it announced and keeps it, for [`GRACE`] at most until it is synced.
 //! A write that fails may have landed: the guests it drops count as withdrawn.
+//!
+//! A member that stops running a guest names, in `left.shard.kubewasm.dev/<guest>` on its
+//! Lease (written with the withdrawal, or as the Lease is released), the highest version of
+//! each owned kind among the children of the keys it held (see [`crate::shard::children`]):
+//! its keys move without drain, and the sharder labels them for their next member only once
+//! its own watches show those children, the last it made among them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,12 +31,17 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::gate::Gate;
+use crate::shard::children::Seen;
 
 /// The annotation of a membership Lease naming the guests its member announces.
 pub const GUESTS_ANNOTATION: &str = "shard.kubewasm.dev/guests";
 
 /// The annotation of a membership Lease whose member leads: it shards the guests it runs.
 pub const LEADS_ANNOTATION: &str = "shard.kubewasm.dev/leads";
+
+/// The prefix of the annotations of a membership Lease that name, for a guest its member no
+/// longer runs, the versions of the children of the keys it held.
+pub const LEFT_ANNOTATIONS: &str = "left.shard.kubewasm.dev/";
 
 /// How long a withdrawn guest waits before it is announced again.
 pub const QUARANTINE: Duration = Duration::from_secs(10);
@@ -79,6 +90,8 @@ struct Guest {
     unready_since: Option<Instant>,
     /// When it was last withdrawn.
     withdrawn: Option<Instant>,
+    /// The children of the keys its controllers held as they left, while it is not announced.
+    left: Seen,
     /// Gates of ready controllers, opened once the guest is announced.
     waiting: Vec<Gate>,
 }
@@ -141,7 +154,8 @@ impl Roster {
             let notified = self.changed.notified();
             let (next, wake) = self.begin(Instant::now());
             if let Some((wanted, leads)) = next {
-                match write(&api, &lease, &wanted, leads).await {
+                let left = self.left(Some(&wanted));
+                match write(&api, &lease, &wanted, leads, &left).await {
                     Ok(()) => {
                         self.written(wanted, leads, Instant::now());
                         pause = Duration::from_secs(1);
@@ -165,6 +179,19 @@ impl Roster {
                 () = stop.cancelled() => return,
             }
         }
+    }
+
+    /// The annotations naming, for each guest this member left that `announced` (if given)
+    /// leaves out, the versions of the children of the keys it held.
+    pub fn left(&self, announced: Option<&BTreeSet<String>>) -> BTreeMap<String, String> {
+        let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        let out = |name: &String| announced.is_none_or(|a| !a.contains(name));
+        (names.guests.iter())
+            .filter(|(name, _)| out(name))
+            .filter_map(|(name, guest)| {
+                Some((format!("{LEFT_ANNOTATIONS}{name}"), guest.left.value()?))
+            })
+            .collect()
     }
 
     fn update(&self, change: impl FnOnce(&mut Names)) {
@@ -265,6 +292,7 @@ impl Names {
         for name in &written {
             if let Some(guest) = self.guests.get_mut(name) {
                 guest.waiting.drain(..).for_each(|gate| gate.let_through());
+                guest.left = Seen::default();
             }
         }
         // A guest no longer run is remembered while written, and through its quarantine.
@@ -304,6 +332,16 @@ impl Entry {
     pub fn announced(&self) -> Gate {
         self.announced.clone()
     }
+
+    /// Leaves, once the controller's workers have ended, naming `children`: the versions of
+    /// the children of the keys it held, written with the guest's withdrawal.
+    pub fn leave(self, children: &Seen) {
+        self.roster.update(|names| {
+            if let Some(guest) = names.guests.get_mut(&self.guest) {
+                guest.left.merge(children);
+            }
+        });
+    }
 }
 
 /// Leaving: once the controller's workers have ended (they hold it), the guest is withdrawn
@@ -336,13 +374,15 @@ impl Drop for Hold {
     }
 }
 
-/// Writes `guests` and `leads` on the Lease `lease`, read and replaced at the version read (the
-/// verbs the election needs already); a conflict with a renewal reads it again.
+/// Writes `guests`, `leads` and the notes of the guests `left` on the Lease `lease`, read and
+/// replaced at the version read (the verbs the election needs already); a conflict with a
+/// renewal reads it again.
 async fn write(
     api: &Api<Lease>,
     lease: &str,
     guests: &BTreeSet<String>,
     leads: bool,
+    left: &BTreeMap<String, String>,
 ) -> Result<(), kube::Error> {
     /// Conflicts a write survives: renewals come once per retry period.
     const ATTEMPTS: u32 = 5;
@@ -352,6 +392,8 @@ async fn write(
         let annotations = record.metadata.annotations.get_or_insert_default();
         annotations.remove(GUESTS_ANNOTATION);
         annotations.remove(LEADS_ANNOTATION);
+        annotations.retain(|key, _| !key.starts_with(LEFT_ANNOTATIONS));
+        annotations.extend(left.clone());
         if !guests.is_empty() {
             let names: Vec<&str> = guests.iter().map(String::as_str).collect();
             annotations.insert(GUESTS_ANNOTATION.to_owned(), names.join(","));
@@ -397,6 +439,16 @@ async fn sleep_until(due: Option<Instant>) {
     }
 }
 
+/// The versions of the children of the keys its member held that a Lease's annotations name,
+/// by each guest it left.
+pub fn left(annotations: Option<&BTreeMap<String, String>>) -> BTreeMap<String, Seen> {
+    let notes = annotations.into_iter().flatten();
+    notes
+        .filter_map(|(key, value)| Some((key.strip_prefix(LEFT_ANNOTATIONS)?, value)))
+        .map(|(guest, value)| (guest.to_owned(), Seen::parse(value)))
+        .collect()
+}
+
 /// Whether the membership Lease `lease` read now shows that `holder` holds nothing of `guest`:
 /// it is gone, released, held by another, or does not announce the guest (withdrawn: its
 /// controller's workers ended, and it announces it again only after a quarantine).
@@ -412,6 +464,8 @@ pub fn holds_nothing(lease: Option<&Lease>, holder: &str, guest: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use kube::api::GroupVersionKind;
+
     use super::*;
 
     fn names(roster: &Roster) -> std::sync::MutexGuard<'_, Names> {
@@ -445,6 +499,36 @@ mod tests {
         assert!(names(&roster).wanted(now).0.is_empty());
         roster.written(BTreeSet::new(), false, now);
         assert_eq!(names(&roster).guests["a"].withdrawn, Some(now));
+    }
+
+    #[test]
+    fn a_guest_left_is_written_with_its_children_until_announced_again() {
+        let roster = Arc::new(Roster::default());
+        let now = Instant::now();
+        let pods = GroupVersionKind::gvk("", "v1", "Pod");
+        let mut children = Seen::default();
+        children.raise(&pods, "41");
+        running(&roster, now).leave(&children);
+        let note = BTreeMap::from([(format!("{LEFT_ANNOTATIONS}a"), "Pod.v1=41".to_owned())]);
+        let (wanted, _) = names(&roster).wanted(now);
+        assert_eq!(
+            roster.left(Some(&wanted)),
+            note,
+            "written with the withdrawal"
+        );
+        assert!(
+            roster.left(Some(&set(&["a"]))).is_empty(),
+            "not while announced"
+        );
+        assert_eq!(left(Some(&note))["a"].version(&pods), Some(41), "read back");
+        roster.written(wanted, false, now);
+        let mut again = roster.enter("a");
+        again.ready();
+        roster.written(set(&["a"]), false, now + QUARANTINE);
+        assert!(
+            roster.left(None).is_empty(),
+            "announced again, it holds keys anew"
+        );
     }
 
     #[test]

@@ -25,7 +25,8 @@
 //!
 //! A member whose Lease expires or is released (it stopped after its reconciles ended), or that
 //! withdrew the guest (its controller of the guest stopped), holds nothing: its keys are
-//! labelled for their new members at once, without drain. A holder out of the ring whose
+//! labelled for their new members without drain, once this sharder's watches show the children
+//! it named on its Lease as it left (5 s at most, as in step 3). A holder out of the ring whose
 //! expiry the Leases seen have not confirmed is taken for gone only once a read of its Lease
 //! shows it gone, released or not announcing the guest: Leases seen late never move a key from
 //! under a live holder. A key is never labelled or drained for a member out of its guest's
@@ -42,15 +43,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::stream::{BoxStream, SelectAll};
+use futures::stream::SelectAll;
 use futures::{FutureExt, StreamExt, stream};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::Api;
+use kube::api::{DynamicObject, GroupVersionKind};
 use kube::core::PartialObjectMeta;
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
+use kube::runtime::watcher;
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -63,8 +64,9 @@ use crate::shard::children::{self, Seen, Shown};
 use crate::shard::membership::{self, Members, ring_of, shards};
 use crate::shard::retries::Retries;
 use crate::shard::ring::Ring;
-use crate::shard::roster::{Roster, holds_nothing};
+use crate::shard::roster::{self, Roster, holds_nothing};
 use crate::shard::stats::ShardStats;
+use crate::shard::watches::{self, Tagged};
 use crate::shard::write::{AsSeen, Edit, Sent};
 
 /// Label writes in flight at once.
@@ -206,13 +208,7 @@ async fn until_sharder(guest: &str, sharded: &mut Sharded, stop: &CancellationTo
 }
 
 /// The events of one selection's metadata watch, each with where it was seen.
-type Events = BoxStream<
-    'static,
-    (
-        Source,
-        Result<watcher::Event<PartialObjectMeta<DynamicObject>>, watcher::Error>,
-    ),
->;
+type Events = Tagged<Source>;
 
 /// The sharder of one guest, once it watches every selection of the guest.
 struct Sharder {
@@ -256,7 +252,7 @@ impl Sharder {
         let mut primary = None;
         for (source, selection) in sources {
             let (resource, namespaced) =
-                resolve(&guest.name, resources, &selection.kind, stop).await?;
+                watches::resolve(&guest.name, resources, &selection.kind, stop).await?;
             if matches!(source, Source::Primary(_)) {
                 primary = Some(Primary {
                     kind: selection.kind.clone(),
@@ -264,7 +260,9 @@ impl Sharder {
                 });
             }
             let client = resources.client().clone();
-            streams.push(events_of(client, &resource, namespaced, selection, source));
+            streams.push(watches::events(
+                client, &resource, namespaced, selection, source,
+            ));
             kinds.insert(source, selection.kind.clone());
         }
         let primary = primary?;
@@ -340,7 +338,9 @@ impl Sharder {
             match self.sharded.leases.get_opt(&name).await {
                 Ok(lease) if holds_nothing(lease.as_ref(), &holder, &self.guest) => {
                     tracing::info!(guest = %self.guest, %holder, "sharder: a holder out of the ring is gone, or no longer runs the guest");
-                    self.state.gone(&holder);
+                    let annotations = lease.as_ref().and_then(|l| l.metadata.annotations.as_ref());
+                    let left = roster::left(annotations).remove(&self.guest);
+                    self.state.gone(&holder, left);
                     confirmed = true;
                 }
                 // The Leases seen lag, or the read failed: its keys are decided again after a
@@ -439,53 +439,6 @@ impl Sharder {
     }
 }
 
-/// The resource of `kind` and whether it is namespaced, asked for again each second until
-/// discovery answers; `None` when `stop` is cancelled first.
-async fn resolve(
-    guest: &str,
-    resources: &Resources,
-    kind: &GroupVersionKind,
-    stop: &CancellationToken,
-) -> Option<(ApiResource, bool)> {
-    loop {
-        match resources.resolve(kind).await {
-            Ok(resolved) => return Some(resolved),
-            Err(error) => {
-                tracing::warn!(guest = %guest, %error, "sharder: resolving a kind");
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    () = stop.cancelled() => return None,
-                }
-            }
-        }
-    }
-}
-
-/// The metadata watch of `selection`, of the kind `resource` (in its namespace if
-/// `namespaced`), with the default backoff; its events are tagged with `source`.
-fn events_of(
-    client: Client,
-    resource: &ApiResource,
-    namespaced: bool,
-    selection: &Selection,
-    source: Source,
-) -> Events {
-    let api = match &selection.namespace {
-        Some(namespace) if namespaced => {
-            Api::<PartialObjectMeta<DynamicObject>>::namespaced_with(client, namespace, resource)
-        }
-        _ => Api::all_with(client, resource),
-    };
-    let mut config = watcher::Config::default();
-    if let Some(selector) = &selection.selector {
-        config = config.labels(&selector.to_string());
-    }
-    watcher(api, config)
-        .default_backoff()
-        .map(move |event| (source, event))
-        .boxed()
-}
-
 /// A label write the sharder decided on.
 struct Write {
     source: Source,
@@ -526,6 +479,8 @@ struct State {
     /// Members out of the ring known to hold nothing of the guest: their Lease expired (a read
     /// confirmed it), or a read of it showed them gone or not running the guest.
     gone: HashSet<String>,
+    /// The versions of the children of their keys that members gone named as they left.
+    left: HashMap<String, Seen>,
     /// Holders out of the ring not known to hold nothing: their Lease is to be read.
     unsure: BTreeSet<String>,
     /// Primary objects by key, with the selection they were seen in.
@@ -560,6 +515,7 @@ impl State {
             ring: Ring::default(),
             live: BTreeSet::new(),
             gone: HashSet::new(),
+            left: HashMap::new(),
             unsure: BTreeSet::new(),
             primaries: HashMap::new(),
             children: HashMap::new(),
@@ -613,12 +569,17 @@ impl State {
             return;
         }
         self.gone = gone;
+        self.left.retain(|member, _| self.gone.contains(member));
         self.set_ring(ring, stats);
     }
 
-    /// Notes that `holder` holds nothing of the guest; its keys are decided again.
-    fn gone(&mut self, holder: &str) {
+    /// Notes that `holder` holds nothing of the guest, and left the children of its keys at the
+    /// versions `left` names, if it says; its keys are decided again.
+    fn gone(&mut self, holder: &str, left: Option<Seen>) {
         self.gone.insert(holder.to_owned());
+        if let Some(left) = left {
+            self.left.insert(holder.to_owned(), left);
+        }
         for object in self.held_by(holder) {
             // Moved at once, whatever backoff its rechecks left.
             self.retries.waiting.remove(&object);
@@ -853,8 +814,12 @@ impl State {
                 }
             }
             // Unassigned, handed over, or held by a member that is gone.
-            _ => {
-                if self.children_unseen(key, source, labels.children.as_ref()) {
+            holder => {
+                let mut named = labels.children.clone().unwrap_or_default();
+                if let Some(left) = holder.and_then(|h| self.left.get(h)) {
+                    named.merge(left);
+                }
+                if self.children_unseen(key, source, &named) {
                     return None;
                 }
                 let sent = children.len();
@@ -888,18 +853,18 @@ impl State {
 
     /// Whether `key`, seen in the primary source `source`, is held back: this sharder's watches
     /// of the owned kinds have not all listed, or have yet to show the versions its holder
-    /// named as it handed it over (the children it made itself, which it knew before any watch
-    /// showed them). A key held back is decided again on the next event, and held at most
+    /// named as it handed it over or left the guest (the children it made itself, which it
+    /// knew before any watch showed them). A key held back is decided again on the next event, and held at most
     /// [`HOLDER_WAIT`] from when it began to wait until it is labelled: a watch that never
     /// lists, or that relisted with nothing newer to show, would hold it forever.
-    fn children_unseen(&mut self, key: &ObjectKey, source: usize, named: Option<&Seen>) -> bool {
+    fn children_unseen(&mut self, key: &ObjectKey, source: usize, named: &Seen) -> bool {
         let behind = self
             .owned
             .iter()
             .zip(&self.shown)
             .any(|(selection, shown)| {
                 let here = selection.namespace.is_none() || selection.namespace == key.namespace;
-                let wanted = named.and_then(|n| n.version(&selection.kind));
+                let wanted = named.version(&selection.kind);
                 !shown.listed || (here && wanted > Some(shown.version))
             });
         if !behind {
@@ -1053,7 +1018,7 @@ mod tests {
         let now = Instant::now();
         state.recheck("m9", now);
         assert_eq!(state.next_due(), Some(now + RETRY));
-        state.gone("m9");
+        state.gone("m9", None);
         let (_, keys) = state.decide(&stats);
         assert_eq!(keys.len(), 1);
         assert_eq!(keys[0].edit.labels[LABEL], "m1");
@@ -1146,6 +1111,20 @@ mod tests {
         stats.record(0, None, 0);
         assert_eq!(stats.failing(), None);
         assert_eq!(stats.failed.load(Ordering::Relaxed), 4);
+    }
+
+    #[test]
+    fn a_key_its_holder_left_waits_for_the_children_it_named_on_its_lease() {
+        let (mut state, stats) = one_member();
+        state.upsert(Source::Primary(0), &meta("p", "1", Some("m9")));
+        state.decide(&stats);
+        state.gone("m9", Some(Seen::parse("Pod.v1=7")));
+        let (_, keys) = state.decide(&stats);
+        assert!(keys.is_empty(), "the pod m9 made last is not shown yet");
+        state.shown[0].version = 7;
+        let (_, keys) = state.decide(&stats);
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].edit.labels[LABEL], "m1");
     }
 
     /// The state of a guest whose primary kind is PodSet, with one member `m1` in the ring.

@@ -124,6 +124,20 @@ impl Controller {
         seen
     }
 
+    /// The highest version of each owned kind among the children of every key this replica
+    /// holds, as its cache has them (see [`Controller::children_seen`]).
+    pub(super) fn children_held(&self) -> Seen {
+        let mut seen = Seen::default();
+        for view in &self.primaries {
+            for key in view.keys() {
+                if let Some(object) = view.get(&key) {
+                    seen.merge(&self.children_seen(&object));
+                }
+            }
+        }
+        seen
+    }
+
     /// The first owned kind whose watch, among those that may hold children of `key`, has not
     /// shown the version `seen` names: its name, the version named and the version shown.
     fn children_behind(&self, key: &ObjectKey, seen: &Seen) -> Option<(String, u64, u64)> {

@@ -241,12 +241,16 @@ impl Controller {
         self.stop.cancel();
         self.unmapped.shut_down();
         self.queue.shut_down_and_drain().await;
+        // The workers have ended: the guest may be withdrawn, and its keys moved at once,
+        // with the children this replica made.
+        let entry = self.entry.lock().expect("entry lock").take();
+        if let Some(entry) = entry {
+            entry.leave(&self.children_held());
+        }
         self.subscriptions
             .lock()
             .expect("subscriptions lock")
             .clear();
-        // The workers have ended: the guest may be withdrawn, and its keys moved at once.
-        self.entry.lock().expect("entry lock").take();
     }
 
     /// The cached primary object with this key.
