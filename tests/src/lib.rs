@@ -19,6 +19,7 @@ pub mod registry;
 pub mod relay;
 pub mod ring;
 pub mod rogue;
+pub mod shards;
 pub mod wasmctl;
 
 use std::collections::HashMap;

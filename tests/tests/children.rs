@@ -396,15 +396,21 @@ async fn keys_released_without_drain_move_with_the_children_made_last() -> Resul
         )
         .await?;
         terminate(second, "the second host").await?;
-        // Its Lease names the pods its PodSets had as it left.
+        // Its Lease names the pods its PodSets had as it left, and the sharder read it.
         let leases = Api::<Lease>::namespaced(client.clone(), ns.name());
         let lease = leases.get(&format!("released-ring-{other}")).await?;
         let left = lease.annotations().get("left.shard.kubewasm.dev/podset");
+        let named = format!("{}:Pod.v1=", ns.name());
         ensure!(
-            left.is_some_and(|l| l.starts_with("Pod.v1=")),
+            left.is_some_and(|l| l.starts_with(&named)),
             "the released Lease names no pods: {:?}",
             lease.annotations()
         );
+        eventually("the sharder to read what the host left", WAIT, || async {
+            let read = first.log().contains("the holder left naming the children");
+            Ok(read.then_some(()))
+        })
+        .await?;
         podset::converged(&podsets, &pods, &owners, REPLICAS, &seen).await?;
         let created = podset::created_once(&seen, &recorder, PODSETS, REPLICAS, 0).await?;
         println!(

@@ -13,18 +13,21 @@
 //! does not lead runs is sharded there, over that replica alone; a guest whose module a replica
 //! removes leaves that replica's ring, and its keys move to the others at once.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use kubewasm_tests::ledger::{self, word};
 use kubewasm_tests::podset::{self, install};
 use kubewasm_tests::prometheus::{has, scrape, sum};
+use kubewasm_tests::shards::{
+    LABEL, Labels, Replica, converged, create_sources, holders, holding, never_at_once, now,
+    print_logs_if_failed, update,
+};
 use kubewasm_tests::wasmctl::{
     condition, crd_applied, is, mirrored_by, module_config_map, sources, until_condition,
     wasm_controller, watching,
@@ -35,83 +38,8 @@ use kubewasm_tests::{
 };
 use serde_json::json;
 
-const SOURCES: usize = 24;
-const LABEL: &str = "shard.kubewasm.dev/ledger";
 const PODSETS: usize = 12;
 const PODSET_LABEL: &str = "shard.kubewasm.dev/podset";
-
-/// One host, its member name and the log it left.
-struct Replica {
-    name: &'static str,
-    process: Option<HostProcess>,
-    member: String,
-    /// The whole log once the process has ended, and when it was killed, if it was.
-    ended: Option<(String, Option<u128>)>,
-    /// When it was sent SIGTERM or SIGKILL: it reconciles nothing from then on.
-    stopped_at: Option<u128>,
-}
-
-impl Replica {
-    async fn start(name: &'static str, config: &str, args: &[&str]) -> Result<Self> {
-        let process = HostProcess::start_with(name, config, args)?;
-        let member = eventually(&format!("{name} to join the ring"), WAIT, || async {
-            Ok(process.log().lines().find_map(|line| {
-                line.contains("joined the shard ring")
-                    .then(|| word(line, "member="))
-                    .flatten()
-            }))
-        })
-        .await?;
-        Ok(Self {
-            name,
-            process: Some(process),
-            member,
-            ended: None,
-            stopped_at: None,
-        })
-    }
-
-    fn log(&self) -> String {
-        match (&self.ended, &self.process) {
-            (Some((log, _)), _) => log.clone(),
-            (None, Some(process)) => process.log(),
-            (None, None) => String::new(),
-        }
-    }
-
-    /// Stops the host with SIGTERM and keeps its log.
-    async fn terminate(&mut self) -> Result<()> {
-        let process = self.process.as_ref().context("the host runs")?;
-        self.stopped_at = Some(now());
-        process.signal("TERM")?;
-        let log = eventually(&format!("{} to stop", self.name), WAIT, || async {
-            let log = process.log();
-            Ok(log.contains("released the membership Lease").then_some(log))
-        })
-        .await?;
-        self.ended = Some((log, None));
-        self.process = None;
-        Ok(())
-    }
-
-    /// Kills the host with SIGKILL and keeps its log.
-    fn kill(&mut self) -> Result<()> {
-        let process = self.process.take().context("the host runs")?;
-        process.signal("KILL")?;
-        let killed = now();
-        self.stopped_at = Some(killed);
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        self.ended = Some((process.log(), Some(killed)));
-        Ok(())
-    }
-}
-
-fn now() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos()
-}
 
 #[tokio::test]
 async fn replicas_share_keys_hand_over_and_never_reconcile_one_key_at_once() -> Result<()> {
@@ -148,7 +76,7 @@ async fn replicas_share_keys_hand_over_and_never_reconcile_one_key_at_once() -> 
     for i in 0..PODSETS {
         owners.push(podset::create(&podsets, &format!("ps-{i}"), 2).await?);
     }
-    let labels = Labels::record(config_maps.clone());
+    let labels = Labels::record(config_maps.clone(), LABEL);
     let cluster = Cluster {
         config_maps,
         podsets,
@@ -160,21 +88,6 @@ async fn replicas_share_keys_hand_over_and_never_reconcile_one_key_at_once() -> 
     };
     let result = exercise(cluster, &config, &args, &mut replicas).await;
     print_logs_if_failed(result, &replicas)
-}
-
-/// `result`, with the log of every replica printed if it is a failure.
-fn print_logs_if_failed(result: Result<()>, replicas: &[Replica]) -> Result<()> {
-    if result.is_err() {
-        for replica in replicas {
-            eprintln!(
-                "--- {} ({}):\n{}",
-                replica.name,
-                replica.member,
-                replica.log()
-            );
-        }
-    }
-    result
 }
 
 /// The objects the replicas reconcile, and every pod seen.
@@ -200,7 +113,7 @@ impl Cluster {
         replicas: usize,
         members: &BTreeSet<String>,
     ) -> Result<()> {
-        converged(&self.config_maps, value, members).await?;
+        converged(&self.config_maps, LABEL, value, members).await?;
         podset::converged(
             &self.podsets,
             &self.pods,
@@ -269,7 +182,7 @@ async fn exercise(
             .collect()
     };
     cluster.converged("v0", 2, &members(replicas)).await?;
-    let holders = holders(config_maps).await?;
+    let holders = holders(config_maps, LABEL).await?;
     ensure!(
         holders.values().collect::<BTreeSet<_>>().len() == 3,
         "the sources are not shared by the three replicas: {holders:?}"
@@ -279,7 +192,7 @@ async fn exercise(
     replicas.push(Replica::start("shard-d", config, args).await?);
     let joined = replicas[3].member.clone();
     eventually("the new replica to hold keys", WAIT, || async {
-        let holders = self::holders(config_maps).await?;
+        let holders = self::holders(config_maps, LABEL).await?;
         Ok(holders.values().any(|m| *m == joined).then_some(()))
     })
     .await?;
@@ -333,132 +246,6 @@ async fn exercise(
     // created twice.
     podset::created_once(&cluster.seen, &cluster.recorder, PODSETS, 2 + 1 + 1, 0).await?;
     never_at_once(replicas, 5)
-}
-
-/// Creates the sources of the `ledger` guest, each with the value `v0`.
-async fn create_sources(config_maps: &Api<ConfigMap>) -> Result<()> {
-    for i in 0..SOURCES {
-        let source: ConfigMap = serde_json::from_value(json!({
-            "metadata": {
-                "name": format!("source-{i}"),
-                "labels": { "kubewasm.dev/fixture": "ledger" },
-            },
-            "data": { "value": "v0" },
-        }))?;
-        config_maps.create(&PostParams::default(), &source).await?;
-    }
-    Ok(())
-}
-
-/// Sets every source's value.
-async fn update(config_maps: &Api<ConfigMap>, value: &str) -> Result<()> {
-    for i in 0..SOURCES {
-        let patch = json!({ "data": { "value": value } });
-        config_maps
-            .patch(
-                &format!("source-{i}"),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
-    }
-    Ok(())
-}
-
-/// The member each source is labelled for.
-async fn holders(config_maps: &Api<ConfigMap>) -> Result<BTreeMap<String, String>> {
-    let sources = config_maps
-        .list(&kube::api::ListParams::default().labels("kubewasm.dev/fixture=ledger"))
-        .await?;
-    Ok(sources
-        .items
-        .into_iter()
-        .filter_map(|s| {
-            let name = s.metadata.name?;
-            let holder = s.metadata.labels?.get(LABEL)?.clone();
-            Some((name, holder))
-        })
-        .collect())
-}
-
-/// How many members hold sources.
-async fn holding(config_maps: &Api<ConfigMap>) -> Result<usize> {
-    let holders = holders(config_maps).await?;
-    Ok(holders.values().collect::<BTreeSet<_>>().len())
-}
-
-/// Waits until every source is labelled for one of `members` and its child holds `value`.
-async fn converged(
-    config_maps: &Api<ConfigMap>,
-    value: &str,
-    members: &BTreeSet<String>,
-) -> Result<()> {
-    eventually(
-        &format!("every source mirrored with {value}"),
-        WAIT,
-        || async {
-            let holders = holders(config_maps).await?;
-            let held = holders.len() == SOURCES && holders.values().all(|m| members.contains(m));
-            if !held {
-                return Ok(None);
-            }
-            for i in 0..SOURCES {
-                let child = config_maps.get_opt(&format!("source-{i}-ledger")).await?;
-                let mirrored = child
-                    .and_then(|c| c.data)
-                    .and_then(|d| d.get("value").cloned());
-                if mirrored.as_deref() != Some(value) {
-                    return Ok(None);
-                }
-            }
-            Ok(Some(()))
-        },
-    )
-    .await
-}
-
-/// Checks, from every replica's log, that no two replicas reconciled one source at once.
-fn never_at_once(replicas: &[Replica], least: usize) -> Result<()> {
-    // Per source: (start, end, replica).
-    let mut runs: BTreeMap<String, Vec<(u128, u128, &str)>> = BTreeMap::new();
-    let mut total = 0;
-    for replica in replicas {
-        let (log, killed) = replica.ended.as_ref().context("every replica ended")?;
-        let ledger = ledger::runs(log).with_context(|| format!("{}'s log", replica.name))?;
-        for run in ledger {
-            let end = match run.end {
-                Some(end) => {
-                    total += 1;
-                    end
-                }
-                None => killed.with_context(|| {
-                    format!(
-                        "{} never ended its reconcile of {}",
-                        replica.name, run.source
-                    )
-                })?,
-            };
-            runs.entry(run.source)
-                .or_default()
-                .push((run.start, end, replica.name));
-        }
-    }
-    ensure!(
-        total >= SOURCES * least,
-        "only {total} reconciles were logged"
-    );
-    for (source, mut spans) in runs {
-        spans.sort();
-        for pair in spans.windows(2) {
-            let ((_, end, first), (start, _, second)) = (pair[0], pair[1]);
-            ensure!(
-                first == second || start >= end,
-                "{source} was reconciled by {first} and {second} at once"
-            );
-        }
-    }
-    eprintln!("{total} reconciles, none of one source by two replicas at once");
-    Ok(())
 }
 
 /// A policy that refuses to label a mirror source in `namespace` for any member, as an
@@ -671,9 +458,9 @@ async fn rings(
             .all(|p| p.labels().get(PODSET_LABEL) == Some(&b)),
         "every PodSet is labelled for the one replica that runs the podset guest"
     );
-    converged(config_maps, "v0", &both).await?;
+    converged(config_maps, LABEL, "v0", &both).await?;
     ensure!(
-        holding(config_maps).await? == 2,
+        holding(config_maps, LABEL).await? == 2,
         "both replicas hold sources"
     );
 
@@ -681,12 +468,12 @@ async fn rings(
     // first takes every source.
     std::fs::remove_file(b_dir.join("ledger.wasm"))?;
     update(config_maps, "v1").await?;
-    converged(config_maps, "v1", &BTreeSet::from([a.clone()])).await?;
+    converged(config_maps, LABEL, "v1", &BTreeSet::from([a.clone()])).await?;
 
     // It comes back: the second replica joins the ledger's ring again and takes its share.
     std::fs::copy(guest_wasm("ledger"), b_dir.join("ledger.wasm"))?;
     eventually("the second replica to hold sources again", WAIT, || async {
-        Ok(holders(config_maps)
+        Ok(holders(config_maps, LABEL)
             .await?
             .values()
             .any(|m| *m == b)
@@ -694,9 +481,9 @@ async fn rings(
     })
     .await?;
     update(config_maps, "v2").await?;
-    converged(config_maps, "v2", &both).await?;
+    converged(config_maps, LABEL, "v2", &both).await?;
     ensure!(
-        holding(config_maps).await? == 2,
+        holding(config_maps, LABEL).await? == 2,
         "both replicas hold sources again"
     );
 
@@ -705,86 +492,4 @@ async fn rings(
     }
     podset::created_once(&seen, recorder, PODSETS, 2, 0).await?;
     never_at_once(replicas, 3)
-}
-
-/// When a source was seen, its name and its shard label.
-type Seen = (u128, String, Option<String>);
-
-/// The shard label of every source, as a watch saw each change, by the wall clock.
-struct Labels {
-    seen: std::sync::Arc<Mutex<Vec<Seen>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Labels {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Labels {
-    /// Records the shard label of every source of `config_maps` from now on.
-    fn record(config_maps: Api<ConfigMap>) -> Self {
-        use futures::StreamExt;
-        use kube::runtime::watcher::{self, Event};
-        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
-        let record = seen.clone();
-        let config = watcher::Config::default().labels("kubewasm.dev/fixture=ledger");
-        let task = tokio::spawn(async move {
-            let mut events = watcher::watcher(config_maps, config).boxed();
-            while let Some(event) = events.next().await {
-                if let Ok(Event::Apply(source) | Event::InitApply(source)) = event {
-                    let label = source.labels().get(LABEL).cloned();
-                    let name = source.name_any();
-                    record
-                        .lock()
-                        .expect("labels lock")
-                        .push((now(), name, label));
-                }
-            }
-        });
-        Self { seen, task }
-    }
-
-    /// The longest time, until `until`, that a source was labelled for no member or for one
-    /// already stopped, and which source.
-    fn longest_ownerless(&self, replicas: &[Replica], until: u128) -> (u128, String) {
-        let stopped: BTreeMap<&str, u128> = replicas
-            .iter()
-            .filter_map(|r| Some((r.member.as_str(), r.stopped_at?)))
-            .collect();
-        let seen = self.seen.lock().expect("labels lock").clone();
-        let mut by_source: BTreeMap<String, Vec<(u128, Option<String>)>> = BTreeMap::new();
-        for (at, name, label) in seen {
-            by_source.entry(name).or_default().push((at, label));
-        }
-        let mut longest = (0, String::new());
-        for (source, changes) in by_source {
-            let mut ownerless_since: Option<u128> = None;
-            let ends = changes.iter().skip(1).map(|(at, _)| *at).chain([until]);
-            for ((at, label), end) in changes.iter().zip(ends) {
-                // From when this label stops naming a live holder, within [at, end).
-                let from = match label {
-                    None => Some(*at),
-                    Some(member) => (stopped.get(member.as_str()))
-                        .filter(|stop| **stop < end)
-                        .map(|stop| (*stop).max(*at)),
-                };
-                match from {
-                    Some(from) => {
-                        // Held until `from`: the time without a holder starts there.
-                        if from > *at {
-                            ownerless_since = None;
-                        }
-                        let since = *ownerless_since.get_or_insert(from);
-                        if end - since > longest.0 {
-                            longest = (end - since, source.clone());
-                        }
-                    }
-                    None => ownerless_since = None,
-                }
-            }
-        }
-        longest
-    }
 }

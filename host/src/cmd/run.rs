@@ -15,6 +15,7 @@ use anyhow::Context;
 use kube::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::gate::Gate;
@@ -192,11 +193,13 @@ async fn run_host(
     let warm = Gate::closed();
     let run = run_warm(host, &started, &warm, &shutdown);
     let mut run = std::pin::pin!(run);
-    let mut membership = None;
+    let (mut membership, mut publisher) = (None, None);
     if let Some(member) = &roles.member {
         match join(run.as_mut(), member, &warm, &roles.workers, &shutdown).await? {
             ControlFlow::Break(()) => return Ok(ExitCode::SUCCESS),
-            ControlFlow::Continue(joined) => membership = Some(joined),
+            ControlFlow::Continue((joined, publishing)) => {
+                (membership, publisher) = (Some(joined), Some(publishing));
+            }
         }
     }
     let (ended, leadership) = match &roles.elector {
@@ -215,7 +218,10 @@ async fn run_host(
         }
     };
     // The controllers have stopped: the member names on its Lease the children of the keys it
-    // held, for the sharder to wait for as it moves them.
+    // held, for the sharder to wait for as it moves them, once no announcement is in flight.
+    if let Some(publisher) = publisher {
+        stop_publishing(publisher).await;
+    }
     let left = (roles.member.as_ref()).map(|(_, roster)| roster.left(None));
     let membership = membership.map(|held| (held, left.unwrap_or_default()));
     release(leadership, membership).await;
@@ -257,7 +263,7 @@ async fn join<F>(
     warm: &Gate,
     workers: &Gate,
     shutdown: &CancellationToken,
-) -> anyhow::Result<ControlFlow<(), Leadership>>
+) -> anyhow::Result<ControlFlow<(), (Leadership, JoinHandle<()>)>>
 where
     F: Future<Output = Result<(), HostError>>,
 {
@@ -282,9 +288,9 @@ where
     let publish = roster
         .clone()
         .publish(leases, election.name.clone(), shutdown.clone());
-    tokio::spawn(publish);
+    let publisher = tokio::spawn(publish);
     workers.let_through();
-    Ok(ControlFlow::Continue(joined))
+    Ok(ControlFlow::Continue((joined, publisher)))
 }
 
 /// How the host's run ended, or the name of the Lease (leadership or membership) lost first.
@@ -323,6 +329,18 @@ where
             () = lost(leadership.as_ref()) => break Ok((Err("leadership"), leadership)),
             () = lost(membership) => break Ok((Err("membership"), leadership)),
         }
+    }
+}
+
+/// Waits for the announcements' publisher, stopped by shutdown, to end its last write (a few
+/// seconds at most, then it is aborted), so that no write of it lands over the release.
+async fn stop_publishing(publisher: JoinHandle<()>) {
+    let abort = publisher.abort_handle();
+    if tokio::time::timeout(Duration::from_secs(5), publisher)
+        .await
+        .is_err()
+    {
+        abort.abort();
     }
 }
 

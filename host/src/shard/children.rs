@@ -75,6 +75,56 @@ impl Seen {
     }
 }
 
+/// The versions a member names as it leaves a guest, by namespace of the children (empty for
+/// cluster-scoped ones): `team-a:Pod.v1=41,Secret.v1=3;team-b:Pod.v1=50`. A key waits only for
+/// the children of its own namespace, which its owned watches there show.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Left(BTreeMap<String, Seen>);
+
+impl Left {
+    /// Raises the version of `kind` in `namespace` to `version`, if that is an integer.
+    pub fn raise(&mut self, namespace: Option<&str>, kind: &GroupVersionKind, version: &str) {
+        let namespace = namespace.unwrap_or_default().to_owned();
+        self.0.entry(namespace).or_default().raise(kind, version);
+    }
+
+    /// Raises every version to the one `other` names.
+    pub fn merge(&mut self, other: &Left) {
+        for (namespace, seen) in &other.0 {
+            self.0.entry(namespace.clone()).or_default().merge(seen);
+        }
+    }
+
+    /// The versions a key in `namespace` waits for: of that namespace, or of all for a
+    /// cluster-scoped key, whose children may be anywhere.
+    pub fn of(&self, namespace: Option<&str>) -> Seen {
+        let mut seen = Seen::default();
+        let all = self.0.iter();
+        for (_, named) in all.filter(|(n, _)| namespace.is_none_or(|ns| ns == n.as_str())) {
+            seen.merge(named);
+        }
+        seen
+    }
+
+    /// The annotation's value; `None` when no kind has a version.
+    pub fn value(&self) -> Option<String> {
+        let entries: Vec<String> = (self.0.iter())
+            .filter_map(|(namespace, seen)| Some(format!("{namespace}:{}", seen.value()?)))
+            .collect();
+        (!entries.is_empty()).then(|| entries.join(";"))
+    }
+
+    /// Reads an annotation's value; entries that do not read as `namespace:versions` are left
+    /// out.
+    pub fn parse(value: &str) -> Self {
+        let entries = value.split(';').filter_map(|entry| {
+            let (namespace, seen) = entry.trim().split_once(':')?;
+            Some((namespace.to_owned(), Seen::parse(seen)))
+        });
+        Self(entries.collect())
+    }
+}
+
 /// What one watch of an owned kind has shown, as its events arrive.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Shown {
@@ -111,6 +161,35 @@ impl Shown {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_member_left_reads_back_by_namespace() {
+        let pod = GroupVersionKind::gvk("", "v1", "Pod");
+        let mut left = Left::default();
+        assert_eq!(left.value(), None);
+        left.raise(Some("a"), &pod, "41");
+        left.raise(Some("b"), &pod, "50");
+        left.raise(None, &pod, "7");
+        let value = left.value().unwrap();
+        assert_eq!(value, ":Pod.v1=7;a:Pod.v1=41;b:Pod.v1=50");
+        let read = Left::parse(&value);
+        assert_eq!(read, left);
+        assert_eq!(
+            read.of(Some("a")).version(&pod),
+            Some(41),
+            "its own namespace"
+        );
+        assert_eq!(read.of(Some("c")).version(&pod), None);
+        assert_eq!(
+            read.of(None).version(&pod),
+            Some(50),
+            "cluster-scoped: every one"
+        );
+        assert_eq!(
+            Left::parse("junk;a:Pod.v1=3").of(None).version(&pod),
+            Some(3)
+        );
+    }
 
     #[test]
     fn the_highest_version_of_each_kind_reads_back_from_the_annotation() {

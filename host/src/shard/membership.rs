@@ -174,6 +174,10 @@ pub fn watch(client: Client, namespace: &str, ring: &str) -> channel::Receiver<M
     receiver
 }
 
+/// How long a Lease that names the children its member left stays at least, unchanged, before
+/// it is deleted: sharders read it before they move that member's keys.
+const LEFT_KEPT: Duration = Duration::from_secs(30);
+
 /// How long after a failed read a Lease that looks expired is read again.
 const CONFIRM_RETRY: Duration = Duration::from_secs(1);
 
@@ -190,6 +194,8 @@ struct Seen {
     confirmed: bool,
     /// When the last read of it failed.
     failed_at: Option<Instant>,
+    /// Whether it names the children of the keys its member held as it left a guest.
+    names_left: bool,
 }
 
 /// Membership Leases by name.
@@ -233,7 +239,9 @@ impl Leases {
         let name = lease.metadata.name.unwrap_or_default();
         let version = lease.metadata.resource_version.unwrap_or_default();
         let spec = lease.spec.unwrap_or_default();
-        let (guests, leads) = roster::announced(lease.metadata.annotations.as_ref());
+        let annotations = lease.metadata.annotations.as_ref();
+        let (guests, leads) = roster::announced(annotations);
+        let names_left = !roster::left(annotations).is_empty();
         let member = Member {
             live: true,
             guests,
@@ -245,6 +253,7 @@ impl Leases {
                 confirmed: seen.confirmed && seen.version == version,
                 version,
                 member,
+                names_left,
                 ..seen.clone()
             },
             _ => Seen {
@@ -254,6 +263,7 @@ impl Leases {
                 version,
                 confirmed: false,
                 failed_at: None,
+                names_left,
             },
         };
         (name, seen)
@@ -316,7 +326,8 @@ impl Leases {
         }
     }
 
-    /// The names and versions of Leases unchanged for twice their duration (at least 2 s).
+    /// The names and versions of Leases unchanged for twice their duration (at least 2 s, and
+    /// [`LEFT_KEPT`] when they name the children left by their member).
     fn abandoned(&self, now: Instant) -> Vec<(String, String)> {
         self.seen
             .iter()
@@ -324,7 +335,12 @@ impl Leases {
             .filter(|(_, seen)| {
                 let seconds = seen.spec.lease_duration_seconds.unwrap_or(0).max(1);
                 let twice = Duration::from_secs(2 * u64::try_from(seconds).unwrap_or(1));
-                now >= seen.at + twice
+                let kept = if seen.names_left {
+                    twice.max(LEFT_KEPT)
+                } else {
+                    twice
+                };
+                now >= seen.at + kept
             })
             .map(|(name, seen)| (name.clone(), seen.version.clone()))
             .collect()
@@ -419,6 +435,18 @@ mod tests {
         );
         leases.apply(watcher::Event::Delete(lease("r-a", "a", 15, 1)), expired);
         assert!(holders(leases.members(expired)).is_empty());
+    }
+
+    #[test]
+    fn a_released_lease_naming_the_children_its_member_left_is_kept_for_sharders_to_read() {
+        let start = Instant::now();
+        let mut leases = Leases::default();
+        let mut released = lease("r-d", "", 1, 3);
+        let note = format!("{}g", roster::LEFT_ANNOTATIONS);
+        released.metadata.annotations = Some(BTreeMap::from([(note, "Pod.v1=9".to_owned())]));
+        leases.apply(watcher::Event::Apply(released), start);
+        assert!(leases.abandoned(start + Duration::from_secs(2)).is_empty());
+        assert_eq!(leases.abandoned(start + LEFT_KEPT).len(), 1);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::gate::Gate;
-use crate::shard::children::Seen;
+use crate::shard::children::Left;
 
 /// The annotation of a membership Lease naming the guests its member announces.
 pub const GUESTS_ANNOTATION: &str = "shard.kubewasm.dev/guests";
@@ -90,8 +90,9 @@ struct Guest {
     unready_since: Option<Instant>,
     /// When it was last withdrawn.
     withdrawn: Option<Instant>,
-    /// The children of the keys its controllers held as they left, while it is not announced.
-    left: Seen,
+    /// The children of the keys its controllers held as they left: written while it is not
+    /// announced. Versions only rise, so what an earlier leave named is kept.
+    left: Left,
     /// Gates of ready controllers, opened once the guest is announced.
     waiting: Vec<Gate>,
 }
@@ -292,7 +293,6 @@ impl Names {
         for name in &written {
             if let Some(guest) = self.guests.get_mut(name) {
                 guest.waiting.drain(..).for_each(|gate| gate.let_through());
-                guest.left = Seen::default();
             }
         }
         // A guest no longer run is remembered while written, and through its quarantine.
@@ -335,7 +335,7 @@ impl Entry {
 
     /// Leaves, once the controller's workers have ended, naming `children`: the versions of
     /// the children of the keys it held, written with the guest's withdrawal.
-    pub fn leave(self, children: &Seen) {
+    pub fn leave(self, children: &Left) {
         self.roster.update(|names| {
             if let Some(guest) = names.guests.get_mut(&self.guest) {
                 guest.left.merge(children);
@@ -441,11 +441,11 @@ async fn sleep_until(due: Option<Instant>) {
 
 /// The versions of the children of the keys its member held that a Lease's annotations name,
 /// by each guest it left.
-pub fn left(annotations: Option<&BTreeMap<String, String>>) -> BTreeMap<String, Seen> {
+pub fn left(annotations: Option<&BTreeMap<String, String>>) -> BTreeMap<String, Left> {
     let notes = annotations.into_iter().flatten();
     notes
         .filter_map(|(key, value)| Some((key.strip_prefix(LEFT_ANNOTATIONS)?, value)))
-        .map(|(guest, value)| (guest.to_owned(), Seen::parse(value)))
+        .map(|(guest, value)| (guest.to_owned(), Left::parse(value)))
         .collect()
 }
 
@@ -502,14 +502,14 @@ mod tests {
     }
 
     #[test]
-    fn a_guest_left_is_written_with_its_children_until_announced_again() {
+    fn a_guest_left_is_written_with_its_children_while_not_announced() {
         let roster = Arc::new(Roster::default());
         let now = Instant::now();
         let pods = GroupVersionKind::gvk("", "v1", "Pod");
-        let mut children = Seen::default();
-        children.raise(&pods, "41");
+        let mut children = Left::default();
+        children.raise(Some("team"), &pods, "41");
         running(&roster, now).leave(&children);
-        let note = BTreeMap::from([(format!("{LEFT_ANNOTATIONS}a"), "Pod.v1=41".to_owned())]);
+        let note = BTreeMap::from([(format!("{LEFT_ANNOTATIONS}a"), "team:Pod.v1=41".to_owned())]);
         let (wanted, _) = names(&roster).wanted(now);
         assert_eq!(
             roster.left(Some(&wanted)),
@@ -520,14 +520,20 @@ mod tests {
             roster.left(Some(&set(&["a"]))).is_empty(),
             "not while announced"
         );
-        assert_eq!(left(Some(&note))["a"].version(&pods), Some(41), "read back");
+        assert_eq!(left(Some(&note))["a"], children, "read back");
         roster.written(wanted, false, now);
         let mut again = roster.enter("a");
         again.ready();
         roster.written(set(&["a"]), false, now + QUARANTINE);
+        let (wanted, _) = names(&roster).wanted(now + QUARANTINE);
         assert!(
-            roster.left(None).is_empty(),
-            "announced again, it holds keys anew"
+            roster.left(Some(&wanted)).is_empty(),
+            "announced again: not written"
+        );
+        assert_eq!(
+            roster.left(None),
+            note,
+            "versions only rise: kept for the next leave"
         );
     }
 

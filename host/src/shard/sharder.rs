@@ -60,7 +60,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::cache::ObjectKey;
 use crate::cluster::selection::Selection;
 use crate::cluster::watch::Resources;
-use crate::shard::children::{self, Seen, Shown};
+use crate::shard::children::{self, Left, Seen, Shown};
 use crate::shard::membership::{self, Members, ring_of, shards};
 use crate::shard::retries::Retries;
 use crate::shard::ring::Ring;
@@ -340,6 +340,9 @@ impl Sharder {
                     tracing::info!(guest = %self.guest, %holder, "sharder: a holder out of the ring is gone, or no longer runs the guest");
                     let annotations = lease.as_ref().and_then(|l| l.metadata.annotations.as_ref());
                     let left = roster::left(annotations).remove(&self.guest);
+                    if let Some(named) = left.as_ref().and_then(Left::value) {
+                        tracing::info!(guest = %self.guest, %holder, children = %named, "sharder: the holder left naming the children of its keys; they move once shown");
+                    }
                     self.state.gone(&holder, left);
                     confirmed = true;
                 }
@@ -480,7 +483,7 @@ struct State {
     /// confirmed it), or a read of it showed them gone or not running the guest.
     gone: HashSet<String>,
     /// The versions of the children of their keys that members gone named as they left.
-    left: HashMap<String, Seen>,
+    left: HashMap<String, Left>,
     /// Holders out of the ring not known to hold nothing: their Lease is to be read.
     unsure: BTreeSet<String>,
     /// Primary objects by key, with the selection they were seen in.
@@ -575,7 +578,7 @@ impl State {
 
     /// Notes that `holder` holds nothing of the guest, and left the children of its keys at the
     /// versions `left` names, if it says; its keys are decided again.
-    fn gone(&mut self, holder: &str, left: Option<Seen>) {
+    fn gone(&mut self, holder: &str, left: Option<Left>) {
         self.gone.insert(holder.to_owned());
         if let Some(left) = left {
             self.left.insert(holder.to_owned(), left);
@@ -817,7 +820,7 @@ impl State {
             holder => {
                 let mut named = labels.children.clone().unwrap_or_default();
                 if let Some(left) = holder.and_then(|h| self.left.get(h)) {
-                    named.merge(left);
+                    named.merge(&left.of(key.namespace.as_deref()));
                 }
                 if self.children_unseen(key, source, &named) {
                     return None;
@@ -1118,7 +1121,7 @@ mod tests {
         let (mut state, stats) = one_member();
         state.upsert(Source::Primary(0), &meta("p", "1", Some("m9")));
         state.decide(&stats);
-        state.gone("m9", Some(Seen::parse("Pod.v1=7")));
+        state.gone("m9", Some(Left::parse("team:Pod.v1=7;other:Pod.v1=9")));
         let (_, keys) = state.decide(&stats);
         assert!(keys.is_empty(), "the pod m9 made last is not shown yet");
         state.shown[0].version = 7;

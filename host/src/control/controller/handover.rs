@@ -9,7 +9,7 @@ use kube::api::GroupVersionKind;
 
 use super::Controller;
 use crate::cluster::cache::{CachedObject, ObjectKey};
-use crate::shard::children::Seen;
+use crate::shard::children::{Left, Seen};
 use crate::shard::share::{Claim, Share};
 use crate::shard::stats::ShardStats;
 use crate::wasm::backend::CallError;
@@ -124,18 +124,26 @@ impl Controller {
         seen
     }
 
-    /// The highest version of each owned kind among the children of every key this replica
-    /// holds, as its cache has them (see [`Controller::children_seen`]).
-    pub(super) fn children_held(&self) -> Seen {
-        let mut seen = Seen::default();
+    /// The highest version of each owned kind, by namespace, among the children of every key
+    /// this replica holds, as its cache has them (its own writes among them): named on its
+    /// Lease as it leaves the guest (see [`crate::shard::roster`]).
+    pub(super) fn children_held(&self) -> Left {
+        let mut left = Left::default();
         for view in &self.primaries {
-            for key in view.keys() {
-                if let Some(object) = view.get(&key) {
-                    seen.merge(&self.children_seen(&object));
+            for object in view.keys().iter().filter_map(|key| view.get(key)) {
+                let Some(uid) = object.uid() else {
+                    continue;
+                };
+                for owned in &self.owned {
+                    let kind = &owned.selection().kind;
+                    for child in owned.informer().store().controlled(uid, object.namespace()) {
+                        let version = child.resource_version().unwrap_or_default();
+                        left.raise(child.namespace(), kind, version);
+                    }
                 }
             }
         }
-        seen
+        left
     }
 
     /// The first owned kind whose watch, among those that may hold children of `key`, has not

@@ -1,0 +1,290 @@
+//! A failure scenario of a sharded ring on the real control plane. The hosts run the `ledger`
+//! and `podset` guests from WasmControllers pulled from a real registry, while PodSets are
+//! scaled up and down without pause. One host's registry settings refuse the modules (larger
+//! than it accepts): it joins the ring's membership but runs neither guest, and is given no
+//! key. A host is killed, one joins, and the leader, which shards, stops with SIGTERM.
+//!
+//! Through it all: the hosts' logs show no source reconciled by two hosts at once; every source
+//! ends mirrored with its last value and every PodSet with the replicas last asked for (no
+//! change lost); no PodSet ever got more pods than the replicas it was asked for (each increase
+//! counted); and the longest time a source had no live holder, printed, stays within the
+//! Lease's 4 s and 5 s.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use kubewasm_tests::podset::{self, install};
+use kubewasm_tests::registry::{self, push};
+use kubewasm_tests::shards::{
+    Labels, Replica, converged, create_sources, holders, never_at_once, now, print_logs_if_failed,
+    update,
+};
+use kubewasm_tests::wasmctl::{crd_applied, watching};
+use kubewasm_tests::{Recorder, WAIT, eventually, guest_wasm, is_controlled_by, wasm_controllers};
+use serde_json::json;
+
+const PODSETS: usize = 12;
+
+/// The PodSets and what was asked of them.
+struct PodSets {
+    api: Api<DynamicObject>,
+    pods: Api<Pod>,
+    recorder: Recorder,
+    /// The PodSets' uids.
+    owners: Vec<String>,
+    /// The podset guest's shard label.
+    label: String,
+    /// Every pod uid seen.
+    seen: Mutex<HashSet<String>>,
+    /// The replicas last asked of each PodSet, and the pods that may have been created for
+    /// them: the first replicas and every increase.
+    asked: Mutex<(BTreeMap<usize, usize>, usize)>,
+}
+
+impl PodSets {
+    async fn create(
+        (api, pods, recorder): (Api<DynamicObject>, Api<Pod>, Recorder),
+        label: String,
+    ) -> Result<Self> {
+        let mut owners = Vec::new();
+        for i in 0..PODSETS {
+            owners.push(podset::create(&api, &format!("ps-{i}"), 2).await?);
+        }
+        Ok(Self {
+            api,
+            pods,
+            recorder,
+            owners,
+            label,
+            seen: Mutex::new(HashSet::new()),
+            asked: Mutex::new(((0..PODSETS).map(|i| (i, 2)).collect(), PODSETS * 2)),
+        })
+    }
+
+    /// Asks PodSet `i` for `replicas`.
+    async fn scale(&self, i: usize, replicas: usize) -> Result<()> {
+        let patch = json!({ "spec": { "replicas": replicas } });
+        let name = format!("ps-{i}");
+        (self.api)
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let mut asked = self.asked.lock().expect("asked lock");
+        let before = asked.0.insert(i, replicas).unwrap_or(0);
+        asked.1 += replicas.saturating_sub(before);
+        Ok(())
+    }
+
+    /// Scales one PodSet after another between 1 and 3 replicas until `stop`.
+    async fn churn(&self, stop: &AtomicBool) -> Result<()> {
+        for step in 0usize.. {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let i = step % PODSETS;
+            self.scale(i, 1 + (step / PODSETS + i) % 3).await?;
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        Ok(())
+    }
+
+    /// Waits until every PodSet has `replicas` live pods, says so, and is labelled, as its
+    /// pods are, for one of `members`.
+    async fn converged(&self, replicas: usize, members: &BTreeSet<String>) -> Result<()> {
+        podset::converged(&self.api, &self.pods, &self.owners, replicas, &self.seen).await?;
+        eventually(
+            "every PodSet and pod labelled for a member",
+            WAIT,
+            || async {
+                let podsets = self.api.list(&ListParams::default()).await?.items;
+                let pods = self.pods.list(&ListParams::default()).await?.items;
+                let followed = podsets.iter().all(|podset| {
+                    let member = podset.labels().get(&self.label);
+                    let uid = podset.uid().unwrap_or_default();
+                    member.is_some_and(|m| members.contains(m))
+                        && (pods.iter().filter(|pod| is_controlled_by(*pod, &uid)))
+                            .all(|pod| pod.labels().get(&self.label) == member)
+                });
+                Ok(followed.then_some(()))
+            },
+        )
+        .await
+    }
+
+    /// Checks that no more pods were created than the replicas asked for allow; returns how
+    /// many were and how many were allowed.
+    async fn created_at_most_asked(&self) -> Result<(usize, usize)> {
+        // The recorder's watch catches up with the last creations.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut created = self.seen.lock().expect("seen lock").clone();
+        created.extend(self.recorder.controlled_uids());
+        let allowed = self.asked.lock().expect("asked lock").1;
+        ensure!(
+            created.len() <= allowed,
+            "{} pods were created where the replicas asked for allow {allowed}",
+            created.len()
+        );
+        Ok((created.len(), allowed))
+    }
+}
+
+/// Creates the WasmControllers of the `ledger` and `podset` guests in `namespace`, from the
+/// shared registry.
+async fn wasm_controllers_of(client: &kube::Client, namespace: &str) -> Result<()> {
+    let api = wasm_controllers(client, namespace);
+    for (guest, limits) in [
+        ("ledger", json!({ "logLinesPerSecond": 100000 })),
+        ("podset", json!({})),
+    ] {
+        let reference = registry::shared().reference(&format!("faults/{guest}:v1"));
+        push(&guest_wasm(guest), &reference)?;
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "kubewasm.dev/v1alpha1", "kind": "WasmController",
+            "metadata": { "name": guest },
+            "spec": { "module": { "image": reference }, "limits": limits },
+        }))?;
+        api.create(&PostParams::default(), &object).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_ring_under_podset_churn_survives_a_kill_a_join_an_unfetchable_module_and_its_leader_leaving()
+-> Result<()> {
+    let client = crd_applied().await?;
+    let plane = kubewasm_tests::control_plane();
+    let ns = plane.namespace("faults").await?;
+    let installed = install(&client, ns.name()).await?;
+    wasm_controllers_of(&client, ns.name()).await?;
+    // The ledger logs every reconcile: the tests' hosts allow its tenants as many lines.
+    let config = format!("{}    logLinesPerSecond: 100000\n", watching(&[ns.name()]));
+    // Refuses every module: its registry settings accept none as large.
+    let refusing = format!("{config}  registries:\n    maxModuleSize: 1Ki\n");
+    let args = [
+        "--sharded",
+        "--leader-election-namespace",
+        ns.name(),
+        "--leader-election-id",
+        "faults-ring",
+        "--leader-elect-lease-duration",
+        "4s",
+        "--leader-elect-renew-deadline",
+        "3s",
+        "--leader-elect-retry-period",
+        "1s",
+    ];
+    let mut replicas = Vec::new();
+    for name in ["faults-a", "faults-b", "faults-c"] {
+        replicas.push(Replica::start(name, &config, &args).await?);
+    }
+    // A store of its own: the others' store holds the modules they pulled.
+    let store = tempfile::tempdir()?;
+    let store_dir = store.path().to_str().context("a UTF-8 path")?;
+    let own_store = [&args[..], &["--module-store-dir", store_dir]].concat();
+    replicas.push(Replica::start("faults-e", &refusing, &own_store).await?);
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
+    // WasmControllers' guests are named for their namespace.
+    let label = |guest: &str| format!("shard.kubewasm.dev/{}.{guest}", ns.name());
+    let labels = Labels::record(config_maps.clone(), &label("ledger"));
+    let podsets = PodSets::create(installed, label("podset")).await?;
+    let sources = (&config_maps, label("ledger"));
+    let result = scenario(
+        (&sources, &labels, &podsets),
+        (&config, &args),
+        &mut replicas,
+    )
+    .await;
+    print_logs_if_failed(result, &replicas)
+}
+
+/// The members of the replicas that run and fetched their modules.
+fn serving(replicas: &[Replica]) -> BTreeSet<String> {
+    (replicas.iter())
+        .filter(|r| r.process.is_some() && r.name != "faults-e")
+        .map(|r| r.member.clone())
+        .collect()
+}
+
+async fn scenario(
+    ((config_maps, label), labels, podsets): (&(&Api<ConfigMap>, String), &Labels, &PodSets),
+    (config, args): (&str, &[&str]),
+    replicas: &mut Vec<Replica>,
+) -> Result<()> {
+    eventually("faults-e to refuse the modules", WAIT, || async {
+        Ok(replicas[3]
+            .log()
+            .contains("over the limit of 1024")
+            .then_some(()))
+    })
+    .await?;
+    create_sources(config_maps).await?;
+    converged(config_maps, label, "v0", &serving(replicas)).await?;
+    podsets.converged(2, &serving(replicas)).await?;
+
+    let stop = AtomicBool::new(false);
+    let faults = async {
+        // A host is killed: its keys move once its Lease expires.
+        replicas[2].kill()?;
+        update(config_maps, "v1").await?;
+        converged(config_maps, label, "v1", &serving(replicas)).await?;
+        // One joins and takes its share, drained first.
+        replicas.push(Replica::start("faults-d", config, args).await?);
+        let joined = replicas[4].member.clone();
+        eventually("the new host to hold sources", WAIT, || async {
+            Ok(holders(config_maps, label)
+                .await?
+                .values()
+                .any(|m| *m == joined)
+                .then_some(()))
+        })
+        .await?;
+        update(config_maps, "v2").await?;
+        converged(config_maps, label, "v2", &serving(replicas)).await?;
+        // The leader, which shards, leaves with SIGTERM.
+        let leader = (replicas.iter())
+            .position(|r| r.process.is_some() && r.log().contains("became leader"))
+            .context("a running host leads")?;
+        replicas[leader].terminate().await?;
+        update(config_maps, "v3").await?;
+        converged(config_maps, label, "v3", &serving(replicas)).await?;
+        stop.store(true, Ordering::SeqCst);
+        anyhow::Ok(())
+    };
+    let (faults, churned) = tokio::join!(faults, podsets.churn(&stop));
+    stop.store(true, Ordering::SeqCst);
+    faults?;
+    churned?;
+    for i in 0..PODSETS {
+        podsets.scale(i, 2).await?;
+    }
+    podsets.converged(2, &serving(replicas)).await?;
+
+    let (longest, source) = labels.longest_ownerless(replicas, now());
+    eprintln!(
+        "longest time a source had no live holder: {:.1} s ({source})",
+        longest as f64 / 1e9
+    );
+    ensure!(
+        longest <= 9_000_000_000,
+        "{source} had no live holder for {:.1} s: more than the Lease's 4 s and 5 s",
+        longest as f64 / 1e9
+    );
+    let refusing = replicas[3].member.clone();
+    ensure!(
+        !labels.any_for(&refusing),
+        "a source was labelled for the host that runs no guest"
+    );
+    for replica in replicas.iter_mut() {
+        if replica.process.is_some() {
+            replica.terminate().await?;
+        }
+    }
+    let (created, allowed) = podsets.created_at_most_asked().await?;
+    eprintln!("{created} pods created under churn, where the replicas asked for allow {allowed}");
+    never_at_once(replicas, 4)
+}
