@@ -79,12 +79,12 @@ impl Replica {
     }
 
     /// Kills the host with SIGKILL and keeps its log.
-    pub fn kill(&mut self) -> Result<()> {
+    pub async fn kill(&mut self) -> Result<()> {
         let process = self.process.take().context("the host runs")?;
         process.signal("KILL")?;
         let killed = now();
         self.stopped_at = Some(killed);
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         self.ended = Some((process.log(), Some(killed)));
         Ok(())
     }

@@ -206,7 +206,7 @@ async fn exercise(
     cluster.converged("v2", 3, &members(replicas)).await?;
 
     // One is killed: its keys move once its Lease expires.
-    replicas[2].kill()?;
+    replicas[2].kill().await?;
     update(config_maps, "v3").await?;
     cluster.scale(1).await?;
     cluster.converged("v3", 1, &members(replicas)).await?;

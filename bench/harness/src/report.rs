@@ -384,6 +384,22 @@ pub fn ratios(results: &Results) -> Vec<Ratio> {
             "x",
             Some(Target::AtMost(1.25)),
         ));
+        if let Some(kill) = &run.kill {
+            targets.push(Ratio::new(
+                format!(
+                    "{what}: time a killed member's sources had no live owner / (its Lease + 5 s)"
+                ),
+                kill.ownerless_seconds / (kill.lease_seconds + 5.0),
+                "x",
+                Some(Target::AtMost(1.0)),
+            ));
+        }
+        context.push(Ratio::new(
+            format!("{what}: the sharder's label writes of sources per source"),
+            (run.assignments + run.moves) as f64 / run.objects as f64,
+            "x",
+            None,
+        ));
         let Some(single) = results
             .shards
             .iter()
@@ -739,6 +755,8 @@ pub fn markdown(results: &Results) -> String {
                 ">assignments",
                 ">moves",
                 ">control plane CPU s",
+                ">killed member's sources",
+                ">without owner s",
             ],
             results.shards.iter().map(|r| {
                 vec![
@@ -751,6 +769,8 @@ pub fn markdown(results: &Results) -> String {
                     r.assignments.to_string(),
                     r.moves.to_string(),
                     format!("{:.2}", r.control_plane_cpu_seconds),
+                    r.kill.as_ref().map_or("-".into(), |k| k.held.to_string()),
+                    (r.kill.as_ref()).map_or("-".into(), |k| format!("{:.1}", k.ownerless_seconds)),
                 ]
             }),
         );
@@ -875,7 +895,7 @@ mod tests {
     use crate::host_metrics::HostCounters;
     use crate::workloads::cache::{CacheFigures, Cacher, Shape};
     use crate::workloads::failover::GuestFailover;
-    use crate::workloads::shards::ShardHost;
+    use crate::workloads::shards::{Kill, ShardHost};
 
     fn convergence(
         implementation: Implementation,
@@ -1075,6 +1095,11 @@ mod tests {
             assignments: 1000,
             moves: 0,
             control_plane_cpu_seconds: 3.0,
+            kill: (sharded && replicas > 1).then_some(Kill {
+                held: 500,
+                ownerless_seconds: 16.0,
+                lease_seconds: 15.0,
+            }),
         }
     }
 
@@ -1107,6 +1132,11 @@ mod tests {
             "shards 1000, 3 sharded replicas: convergence time / one unsharded host",
         );
         assert_eq!(time.value, 1.2);
+        let kill = find(
+            &ratios,
+            "shards 1000, 2 sharded replicas: time a killed member's sources had no live owner / (its Lease + 5 s)",
+        );
+        assert_eq!((kill.value, kill.met), (0.8, Some(true)));
         results.ratios = ratios;
         let text = markdown(&results);
         assert!(

@@ -7,7 +7,8 @@
 //! not changed for its duration by this process's clock and a read from the API server shows
 //! the version the watch last showed (a stalled watch never makes a live member look gone), and
 //! reports no member twice. A Lease left unchanged for twice its duration (a replica gone for
-//! good) is deleted, at the version seen: a Lease renewed meanwhile stays.
+//! good), or 30 s if it names the children its member left, is deleted, at the version seen: a
+//! Lease renewed meanwhile stays.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, RandomState};
@@ -443,7 +444,8 @@ mod tests {
         let mut leases = Leases::default();
         let mut released = lease("r-d", "", 1, 3);
         let note = format!("{}g", roster::LEFT_ANNOTATIONS);
-        released.metadata.annotations = Some(BTreeMap::from([(note, "Pod.v1=9".to_owned())]));
+        let value = "team:Pod.v1=9".to_owned();
+        released.metadata.annotations = Some(BTreeMap::from([(note, value)]));
         leases.apply(watcher::Event::Apply(released), start);
         assert!(leases.abandoned(start + Duration::from_secs(2)).is_empty());
         assert_eq!(leases.abandoned(start + LEFT_KEPT).len(), 1);

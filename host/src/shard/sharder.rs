@@ -818,11 +818,8 @@ impl State {
             }
             // Unassigned, handed over, or held by a member that is gone.
             holder => {
-                let mut named = labels.children.clone().unwrap_or_default();
-                if let Some(left) = holder.and_then(|h| self.left.get(h)) {
-                    named.merge(&left.of(key.namespace.as_deref()));
-                }
-                if self.children_unseen(key, source, &named) {
+                let left = holder.and_then(|h| self.left.get(h)).cloned();
+                if self.children_unseen(key, source, labels.children.as_ref(), left.as_ref()) {
                     return None;
                 }
                 let sent = children.len();
@@ -856,19 +853,33 @@ impl State {
 
     /// Whether `key`, seen in the primary source `source`, is held back: this sharder's watches
     /// of the owned kinds have not all listed, or have yet to show the versions its holder
-    /// named as it handed it over or left the guest (the children it made itself, which it
-    /// knew before any watch showed them). A key held back is decided again on the next event, and held at most
-    /// [`HOLDER_WAIT`] from when it began to wait until it is labelled: a watch that never
-    /// lists, or that relisted with nothing newer to show, would hold it forever.
-    fn children_unseen(&mut self, key: &ObjectKey, source: usize, named: &Seen) -> bool {
+    /// named on it as it handed it over (`named`), or on its Lease as it left the guest (`left`,
+    /// by namespace): the children it made itself, which it knew before any watch showed them.
+    /// A key held back is decided again on the next event, and held at most [`HOLDER_WAIT`] from
+    /// when it began to wait until it is labelled: a watch that never lists, or that relisted
+    /// with nothing newer to show, would hold it forever.
+    fn children_unseen(
+        &mut self,
+        key: &ObjectKey,
+        source: usize,
+        named: Option<&Seen>,
+        left: Option<&Left>,
+    ) -> bool {
         let behind = self
             .owned
             .iter()
             .zip(&self.shown)
             .any(|(selection, shown)| {
                 let here = selection.namespace.is_none() || selection.namespace == key.namespace;
-                let wanted = named.version(&selection.kind);
-                !shown.listed || (here && wanted > Some(shown.version))
+                let named = named
+                    .filter(|_| here)
+                    .and_then(|n| n.version(&selection.kind));
+                // What the holder left in the namespaces this watch shows (a cluster-scoped
+                // key's children may be in any).
+                let namespace = selection.namespace.as_deref().or(key.namespace.as_deref());
+                let left = (left.filter(|_| here || key.namespace.is_none()))
+                    .and_then(|l| l.of(namespace).version(&selection.kind));
+                !shown.listed || named.max(left) > Some(shown.version)
             });
         if !behind {
             return false;
@@ -1128,6 +1139,18 @@ mod tests {
         let (_, keys) = state.decide(&stats);
         assert_eq!(keys.len(), 1);
         assert_eq!(keys[0].edit.labels[LABEL], "m1");
+        // A cluster-scoped key waits for what it left in every namespace its watches show.
+        let (mut state, stats) = one_member();
+        let cluster_scoped = kube::api::ObjectMeta {
+            namespace: None,
+            ..meta("c", "1", Some("m9"))
+        };
+        state.upsert(Source::Primary(0), &cluster_scoped);
+        state.gone("m9", Some(Left::parse("team:Pod.v1=7")));
+        let (_, keys) = state.decide(&stats);
+        assert!(keys.is_empty(), "the pod in team is not shown yet");
+        state.shown[0].version = 7;
+        assert_eq!(state.decide(&stats).1.len(), 1);
     }
 
     /// The state of a guest whose primary kind is PodSet, with one member `m1` in the ring.

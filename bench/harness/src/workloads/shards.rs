@@ -12,14 +12,19 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::ListParams;
 use serde::Serialize;
 use tokio::time::Instant;
 
 use kubewasm_tests::prometheus::{self, has};
 
 use crate::bench::{Bench, report_unclean};
-use crate::controllers::{Controllers, Election, HostModule, RunOptions, free_loopback_address};
+use crate::controllers::{
+    Controllers, Election, HostModule, LEASE_DURATION, RunOptions, free_loopback_address,
+};
 use crate::host_metrics::HostCounters;
 use crate::load::{self, Source};
 use crate::observer::poll;
@@ -46,6 +51,20 @@ pub struct ShardedConvergence {
     pub moves: u64,
     /// CPU seconds etcd and kube-apiserver spent in the same time.
     pub control_plane_cpu_seconds: f64,
+    /// Sharded runs of 2 hosts or more: from the SIGKILL of a member after convergence until
+    /// no source is labelled for it (its Lease expires first), and how many sources it held.
+    pub kill: Option<Kill>,
+}
+
+/// A member killed after convergence.
+#[derive(Debug, Clone, Serialize)]
+pub struct Kill {
+    /// Sources labelled for it when it was killed.
+    pub held: usize,
+    /// From the SIGKILL until the last of them was labelled for another member.
+    pub ownerless_seconds: f64,
+    /// The Lease's duration.
+    pub lease_seconds: f64,
 }
 
 /// One host of a convergence.
@@ -164,6 +183,11 @@ async fn converge(
             counters: HostCounters::parse(&text),
         });
     }
+    let kill = if sharded && count > 1 {
+        Some(kill_one(&bench.client, namespace, &mut hosts[0]).await?)
+    } else {
+        None
+    };
     for host in hosts {
         report_unclean(&host.process.stop().await?);
     }
@@ -185,5 +209,43 @@ async fn converge(
         assignments,
         moves,
         control_plane_cpu_seconds: plane,
+        kill,
+    })
+}
+
+/// Kills `host` with SIGKILL and measures how long its sources stay labelled for it.
+async fn kill_one(client: &kube::Client, namespace: &str, host: &mut Host) -> Result<Kill> {
+    // The host logs JSON lines.
+    let log = host.process.log();
+    let joined = (log.lines())
+        .filter(|line| line.contains("joined the shard ring"))
+        .find_map(|line| serde_json::from_str::<serde_json::Value>(line).ok());
+    let member = joined
+        .as_ref()
+        .and_then(|line| line["fields"]["member"].as_str())
+        .context("the killed host's member name")?
+        .to_owned();
+    let api = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    let labelled = ListParams::default().labels(&format!("shard.kubewasm.dev/copy={member}"));
+    let held = api.list_metadata(&labelled).await?.items.len();
+    let killed = Instant::now();
+    host.process.kill()?;
+    let first = labelled.limit(1);
+    let timeout = Duration::from_secs(120);
+    while !api.list_metadata(&first).await?.items.is_empty() {
+        anyhow::ensure!(
+            killed.elapsed() < timeout,
+            "{member}'s sources stayed its for {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ownerless_seconds = killed.elapsed().as_secs_f64();
+    println!(
+        "shards: {held} sources of a member killed, labelled anew in {ownerless_seconds:.1} s"
+    );
+    Ok(Kill {
+        held,
+        ownerless_seconds,
+        lease_seconds: LEASE_DURATION.as_secs_f64(),
     })
 }
