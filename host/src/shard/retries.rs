@@ -13,6 +13,14 @@ pub const RETRY: Duration = Duration::from_secs(1);
 /// The longest pause between two label writes of one object that keep failing.
 pub const RETRY_MAX: Duration = Duration::from_secs(300);
 
+/// Sleeps until `due`, or forever without one.
+pub async fn sleep_until(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The objects whose label writes failed, each with its backoff; an object's failures count on
 /// until a write of it succeeds or it is gone.
 pub struct Retries<K> {

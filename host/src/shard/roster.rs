@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::gate::Gate;
 use crate::shard::children::Left;
+use crate::shard::retries::sleep_until;
 
 /// The annotation of a membership Lease naming the guests its member announces.
 pub const GUESTS_ANNOTATION: &str = "shard.kubewasm.dev/guests";
@@ -430,13 +431,6 @@ pub fn announced(annotations: Option<&BTreeMap<String, String>>) -> (BTreeSet<St
         .get(LEADS_ANNOTATION)
         .is_some_and(|v| v == "true");
     (guests, leads)
-}
-
-async fn sleep_until(due: Option<Instant>) {
-    match due {
-        Some(due) => tokio::time::sleep_until(due).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// The versions of the children of the keys its member held that a Lease's annotations name,

@@ -62,7 +62,7 @@ use crate::cluster::selection::Selection;
 use crate::cluster::watch::Resources;
 use crate::shard::children::{self, Left, Seen, Shown};
 use crate::shard::membership::{self, Members, ring_of, shards};
-use crate::shard::retries::Retries;
+use crate::shard::retries::{Retries, sleep_until};
 use crate::shard::ring::Ring;
 use crate::shard::roster::{self, Roster, holds_nothing};
 use crate::shard::stats::ShardStats;
@@ -497,6 +497,9 @@ struct State {
     owned_by: HashMap<ObjectKey, HashSet<(usize, ObjectKey)>>,
     /// Keys to decide on.
     dirty: BTreeSet<(Source, ObjectKey)>,
+    /// Keys whose children are being labelled for their next member: decided again when one of
+    /// their children changes, goes, or ends its backoff, rather than at every wake.
+    awaiting: HashSet<ObjectKey>,
     /// Lists in progress, by source: the keys listed so far.
     listing: HashMap<Source, HashSet<ObjectKey>>,
     /// When a drain was asked for, by key.
@@ -525,6 +528,7 @@ impl State {
             sent: HashMap::new(),
             owned_by: HashMap::new(),
             dirty: BTreeSet::new(),
+            awaiting: HashSet::new(),
             listing: HashMap::new(),
             draining: HashMap::new(),
             retries: Retries::default(),
@@ -717,10 +721,28 @@ impl State {
                 if shown.zip(self.sent.get(&slot)).is_none_or(|(s, v)| s >= *v) {
                     self.sent.remove(&slot);
                 }
-                self.children.insert(slot, child);
+                self.children.insert(slot.clone(), child);
                 self.dirty.insert((source, key));
+                self.wake_owner(&slot);
             }
         }
+    }
+
+    /// Marks the owner of the child in `slot` to decide, if it awaits its children.
+    fn wake_owner(&mut self, slot: &(usize, ObjectKey)) {
+        if let Some(owner) = self.awaiting_owner(slot) {
+            self.dirty.insert(owner);
+        }
+    }
+
+    /// The owner of the child in `slot`, if it awaits its children.
+    fn awaiting_owner(&self, slot: &(usize, ObjectKey)) -> Option<(Source, ObjectKey)> {
+        let owner = self.children.get(slot)?.owner.as_ref()?;
+        let (i, _) = self
+            .primaries
+            .get(owner)
+            .filter(|_| self.awaiting.contains(owner))?;
+        Some((Source::Primary(*i), owner.clone()))
     }
 
     fn unlink(&mut self, owner: &ObjectKey, slot: &(usize, ObjectKey)) {
@@ -739,10 +761,12 @@ impl State {
                 self.primaries.remove(key);
                 self.draining.remove(key);
                 self.held.remove(key);
+                self.awaiting.remove(key);
             }
             Source::Owned(i) => {
                 let slot = (i, key.clone());
                 self.sent.remove(&slot);
+                self.wake_owner(&slot);
                 if let Some(owner) = self.children.remove(&slot).and_then(|c| c.owner) {
                     self.unlink(&owner, &slot);
                 }
@@ -758,10 +782,19 @@ impl State {
             return (children, keys);
         }
         let now = Instant::now();
-        let (waiting, due) = std::mem::take(&mut self.dirty)
+        let (waiting, due): (BTreeSet<_>, BTreeSet<_>) = std::mem::take(&mut self.dirty)
             .into_iter()
             .partition(|object| self.retries.waits(object, now));
         self.dirty = waiting;
+        let mut due = due;
+        // A child whose backoff ended wakes the key awaiting it.
+        let owners: Vec<_> = (due.iter())
+            .filter_map(|(source, key)| match source {
+                Source::Owned(i) => self.awaiting_owner(&(*i, key.clone())),
+                Source::Primary(_) => None,
+            })
+            .collect();
+        due.extend(owners);
         for (source, key) in due {
             let write = match source {
                 Source::Primary(_) => self.decide_primary(&key, stats, &mut children),
@@ -787,6 +820,7 @@ impl State {
         stats: &ShardStats,
         children: &mut Vec<Write>,
     ) -> Option<Edit> {
+        self.awaiting.remove(key);
         let (source, labels) = self.primaries.get(key).map(|(s, l)| (*s, l.clone()))?;
         let target = self.ring.owner(&key.to_string())?.to_owned();
         let target = target.as_str();
@@ -825,12 +859,12 @@ impl State {
                 let sent = children.len();
                 let waiting = self.label_children(key, target, children);
                 if children.len() > sent || !waiting.is_empty() {
-                    // Decided again once the watch shows the children labelled: the member
-                    // gets the key only with every child in its cache. A child waiting out
-                    // its backoff stays to decide, so that its end wakes the sharder.
+                    // Decided again once the watch shows the children labelled (or one ends
+                    // its backoff, staying to decide so that its end wakes the sharder): the
+                    // member gets the key only with every child in its cache.
                     let object = (Source::Primary(source), key.clone());
                     self.retries.waiting.remove(&object);
-                    self.dirty.insert(object);
+                    self.awaiting.insert(key.clone());
                     self.dirty.extend(waiting);
                     return None;
                 }
@@ -968,14 +1002,6 @@ impl State {
             as_seen: child.as_seen(),
             ..Edit::default()
         })
-    }
-}
-
-/// Sleeps until `due`, or forever without one.
-async fn sleep_until(due: Option<Instant>) {
-    match due {
-        Some(due) => tokio::time::sleep_until(due).await,
-        None => std::future::pending().await,
     }
 }
 
@@ -1214,6 +1240,11 @@ mod tests {
         let (children, keys) = state.decide(&stats);
         assert_eq!(names(&children), ["c1", "c2"]);
         assert!(keys.is_empty(), "the key waits for its children");
+        let primary = |state: &State| state.dirty.iter().any(|(s, _)| *s == Source::Primary(0));
+        assert!(
+            !primary(&state),
+            "decided again on its children's events, not at every wake"
+        );
         // c2's write met a conflict (it changed meanwhile): its new version is labelled again,
         // and the key still waits.
         let labelled = |name: &str, version: &str| kube::api::ObjectMeta {
@@ -1221,6 +1252,7 @@ mod tests {
             ..meta(name, version, Some("m1"))
         };
         state.upsert(Source::Owned(0), &labelled("c1", "3"));
+        assert!(primary(&state), "a child's event wakes the key");
         let changed = kube::api::ObjectMeta {
             owner_references: Some(vec![owner.clone()]),
             ..meta("c2", "4", None)
