@@ -265,10 +265,7 @@ impl Bench {
     }
 
     fn store(&self, kind: StoreKind, scope: Scope) -> Store<CallState> {
-        let context = CallContext {
-            env: self.env.clone(),
-            scope: Some(scope),
-        };
+        let context = CallContext::new(self.env.clone(), Some(scope));
         match kind {
             StoreKind::Host => self.runtime.store(context, &self.limits),
             StoreKind::Bare => self.runtime.bare_store(context),

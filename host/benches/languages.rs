@@ -172,10 +172,7 @@ async fn measure(language: &str, wasm: PathBuf) -> Row {
 
     let backend = Arc::new(podset_fixture());
     let (env, scope) = guest_env(&module, backend.clone(), &limits);
-    let context = || CallContext {
-        env: env.clone(),
-        scope: Some(scope.clone()),
-    };
+    let context = || CallContext::new(env.clone(), Some(scope.clone()));
     let call = async || {
         let request = resync_request(&backend, &scope);
         let start = Instant::now();

@@ -162,6 +162,15 @@ pub async fn holders(
         .collect())
 }
 
+/// Waits until `member` holds a source by the shard label `label`.
+pub async fn until_holding(config_maps: &Api<ConfigMap>, label: &str, member: &str) -> Result<()> {
+    eventually(&format!("{member} to hold sources"), WAIT, || async {
+        let holders = holders(config_maps, label).await?;
+        Ok(holders.values().any(|m| m == member).then_some(()))
+    })
+    .await
+}
+
 /// How many members hold sources by the shard label `label`.
 pub async fn holding(config_maps: &Api<ConfigMap>, label: &str) -> Result<usize> {
     let holders = holders(config_maps, label).await?;

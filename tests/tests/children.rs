@@ -219,6 +219,22 @@ async fn settled(podsets: &Api<DynamicObject>, pods: &Api<Pod>) -> Result<BTreeS
     .await
 }
 
+/// Prints the labels and both hosts' logs, for a failed test's output.
+async fn print_failure(
+    podsets: &Api<DynamicObject>,
+    pods: &Api<Pod>,
+    first: &HostProcess,
+    second: Option<&HostProcess>,
+) {
+    if let Err(error) = print_labels(podsets, pods).await {
+        eprintln!("--- listing the labels: {error}");
+    }
+    eprintln!("--- the first host's log:\n{}", first.log());
+    if let Some(second) = second {
+        eprintln!("--- the second host's log:\n{}", second.log());
+    }
+}
+
 /// Prints each PodSet's and pod's shard label and version, for a failed test's output.
 async fn print_labels(podsets: &Api<DynamicObject>, pods: &Api<Pod>) -> Result<()> {
     for podset in podsets.list(&ListParams::default()).await?.items {
@@ -318,13 +334,7 @@ async fn children_follow_their_key_while_every_pod_changes_and_relabels_conflict
     let outcome = checked.await;
     stop.store(true, Ordering::SeqCst);
     if outcome.is_err() {
-        if let Err(error) = print_labels(&podsets, &pods).await {
-            eprintln!("--- listing the labels: {error}");
-        }
-        eprintln!("--- the first host's log:\n{}", first.log());
-        if let Some(second) = &second {
-            eprintln!("--- the second host's log:\n{}", second.log());
-        }
+        print_failure(&podsets, &pods, &first, second.as_ref()).await;
     }
     terminate(&first, "the first host").await?;
     outcome
@@ -422,13 +432,7 @@ async fn keys_released_without_drain_move_with_the_children_made_last() -> Resul
     };
     let outcome = checked.await;
     if outcome.is_err() {
-        if let Err(error) = print_labels(&podsets, &pods).await {
-            eprintln!("--- listing the labels: {error}");
-        }
-        eprintln!("--- the first host's log:\n{}", first.log());
-        if let Some(second) = &second {
-            eprintln!("--- the second host's log:\n{}", second.log());
-        }
+        print_failure(&podsets, &pods, &first, second.as_ref()).await;
     }
     terminate(&first, "the first host").await?;
     outcome

@@ -25,8 +25,8 @@ use kube::{Api, ResourceExt};
 use kubewasm_tests::podset::{self, install};
 use kubewasm_tests::registry::{self, push};
 use kubewasm_tests::shards::{
-    Labels, Replica, converged, create_sources, holders, never_at_once, now, print_logs_if_failed,
-    update,
+    Labels, Replica, converged, create_sources, never_at_once, now, print_logs_if_failed,
+    until_holding, update,
 };
 use kubewasm_tests::wasmctl::{crd_applied, watching};
 use kubewasm_tests::{Recorder, WAIT, eventually, guest_wasm, is_controlled_by, wasm_controllers};
@@ -291,15 +291,7 @@ async fn scenario(
         converged(config_maps, label, "v1", &serving(replicas)).await?;
         // One joins and takes its share, drained first.
         replicas.push(Replica::start("faults-d", config, args).await?);
-        let joined = replicas[4].member.clone();
-        eventually("the new host to hold sources", WAIT, || async {
-            Ok(holders(config_maps, label)
-                .await?
-                .values()
-                .any(|m| *m == joined)
-                .then_some(()))
-        })
-        .await?;
+        until_holding(config_maps, label, &replicas[4].member).await?;
         update(config_maps, "v2").await?;
         converged(config_maps, label, "v2", &serving(replicas)).await?;
         // The leader, which shards, leaves with SIGTERM.

@@ -26,7 +26,7 @@ use kubewasm_tests::podset::{self, install};
 use kubewasm_tests::prometheus::{has, scrape, sum};
 use kubewasm_tests::shards::{
     LABEL, Labels, Replica, converged, create_sources, holders, holding, never_at_once, now,
-    print_logs_if_failed, update,
+    print_logs_if_failed, until_holding, update,
 };
 use kubewasm_tests::wasmctl::{
     condition, crd_applied, is, mirrored_by, module_config_map, sources, until_condition,
@@ -191,11 +191,7 @@ async fn exercise(
     // A fourth replica joins: it takes its share, and the keys it takes are drained first.
     replicas.push(Replica::start("shard-d", config, args).await?);
     let joined = replicas[3].member.clone();
-    eventually("the new replica to hold keys", WAIT, || async {
-        let holders = self::holders(config_maps, LABEL).await?;
-        Ok(holders.values().any(|m| *m == joined).then_some(()))
-    })
-    .await?;
+    until_holding(config_maps, LABEL, &joined).await?;
     update(config_maps, "v1").await?;
     cluster.scale(3).await?;
     cluster.converged("v1", 3, &members(replicas)).await?;
@@ -472,14 +468,7 @@ async fn rings(
 
     // It comes back: the second replica joins the ledger's ring again and takes its share.
     std::fs::copy(guest_wasm("ledger"), b_dir.join("ledger.wasm"))?;
-    eventually("the second replica to hold sources again", WAIT, || async {
-        Ok(holders(config_maps, LABEL)
-            .await?
-            .values()
-            .any(|m| *m == b)
-            .then_some(()))
-    })
-    .await?;
+    until_holding(config_maps, LABEL, &b).await?;
     update(config_maps, "v2").await?;
     converged(config_maps, LABEL, "v2", &both).await?;
     ensure!(

@@ -704,6 +704,8 @@ impl State {
                 let identity = meta.uid.clone().map(|uid| (uid, controller));
                 let slot = (i, key.clone());
                 if let Some(old) = self.children.get(&slot).and_then(|c| c.owner.clone()) {
+                    // The owner it leaves may await it no more.
+                    self.wake_owner(&slot);
                     self.unlink(&old, &slot);
                 }
                 if let Some(owner) = &owner {
@@ -789,6 +791,7 @@ impl State {
         let mut due = due;
         // A child whose backoff ended wakes the key awaiting it.
         let owners: Vec<_> = (due.iter())
+            .filter(|object| self.retries.waiting.contains_key(*object))
             .filter_map(|(source, key)| match source {
                 Source::Owned(i) => self.awaiting_owner(&(*i, key.clone())),
                 Source::Primary(_) => None,
@@ -1281,6 +1284,27 @@ mod tests {
         // The key names the version its children were seen at, for its member to wait for.
         let seen = &keys[0].edit.annotations["children.shard.kubewasm.dev/g"];
         assert_eq!(seen, "Pod.v1=5");
+    }
+
+    #[test]
+    fn a_child_that_leaves_its_owner_wakes_the_key_awaiting_it() {
+        let (mut state, stats) = one_member();
+        state.upsert(Source::Primary(0), &meta("p", "1", None));
+        let child = kube::api::ObjectMeta {
+            owner_references: Some(vec![controller("p", "owner-uid")]),
+            ..meta("c1", "2", None)
+        };
+        state.upsert(Source::Owned(0), &child);
+        let (children, keys) = state.decide(&stats);
+        assert_eq!(
+            (children.len(), keys.len()),
+            (1, 0),
+            "the key awaits its child"
+        );
+        // Released by its controller: the key waits for it no more.
+        state.upsert(Source::Owned(0), &meta("c1", "3", None));
+        let (_, keys) = state.decide(&stats);
+        assert_eq!(keys.len(), 1);
     }
 
     #[test]

@@ -157,10 +157,8 @@ async fn in_fresh_instance<T>(
         .expect("a guest's share is never closed");
     let _slot = runtime.slot().await;
     let start = Instant::now();
-    let context = CallContext {
-        env: env.clone(),
-        scope,
-    };
+    let context = CallContext::new(env.clone(), scope);
+    let writes = context.writes.clone();
     let mut store = runtime.store(context, limits);
     let mut instantiated = None;
     let result = within_deadline(limits, start, async {
@@ -173,6 +171,9 @@ async fn in_fresh_instance<T>(
     if let Some(instantiated) = instantiated {
         env.times.call.observe(instantiated.elapsed());
     }
+    // A write the deadline left on its way lands, or fails, within the host-call timeout.
+    writes.close();
+    writes.wait().await;
     forward_output(&store);
     result.map_err(|error| classify(error, limits, store.data().memory_exhausted()))
 }

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use tokio_util::task::TaskTracker;
+
 use crate::histogram::{GUEST_CALL_BUCKETS, Histogram};
 use crate::wasm::backend::{Backend, Scope};
 use crate::wasm::declaration::Declared;
@@ -75,6 +77,22 @@ pub struct CallContext {
     pub env: Arc<GuestEnv>,
     /// The object being reconciled, if the call is a reconcile or finalize.
     pub scope: Option<Scope>,
+    /// The backend calls of the guest's call, each on a task of its own: a write on its way
+    /// when the call ends (its deadline passed) is awaited before the call's failure is
+    /// reported, so that a retry reads it in the cache.
+    pub writes: TaskTracker,
+}
+
+impl CallContext {
+    /// The context of one call of the guest of `env`, on `scope` if it is a reconcile or
+    /// finalize.
+    pub fn new(env: Arc<GuestEnv>, scope: Option<Scope>) -> Self {
+        Self {
+            env,
+            scope,
+            writes: TaskTracker::new(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -93,10 +111,7 @@ impl CallContext {
             Duration::from_secs(1),
             Permissions::new(None),
         );
-        Self {
-            env: Arc::new(env),
-            scope: None,
-        }
+        Self::new(Arc::new(env), None)
     }
 }
 

@@ -148,7 +148,7 @@ impl CallContext {
         let timeout = self.env.host_call_timeout;
         let unanswered =
             || CallError::Unavailable(format!("no answer from the API server within {timeout:?}"));
-        match tokio::spawn(tokio::time::timeout(timeout, call)).await {
+        match self.writes.spawn(tokio::time::timeout(timeout, call)).await {
             Ok(answer) => answer.unwrap_or_else(|_| Err(unanswered())),
             Err(error) => Err(CallError::Unavailable(format!(
                 "the host call failed: {error}"

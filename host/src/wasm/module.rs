@@ -193,7 +193,7 @@ async fn read_metadata(
     // Loading takes its instance from the host's pool like any call.
     let _slot = runtime.slot().await;
     let start = Instant::now();
-    let mut store = runtime.store(CallContext { env, scope: None }, limits);
+    let mut store = runtime.store(CallContext::new(env, None), limits);
     within_deadline(limits, start, async {
         let instance = pre.instantiate(&mut store).await?;
         instance.metadata(&mut store).await

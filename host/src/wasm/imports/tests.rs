@@ -24,10 +24,13 @@ async fn a_host_call_finishes_when_the_guest_call_is_dropped() {
     // The guest's deadline ends its call while the write is on its way.
     let ended = tokio::time::timeout(Duration::from_millis(10), context.timed(|_| write)).await;
     assert!(ended.is_err());
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The call's failure is reported once the writes on their way have ended, so that a retry
+    // reads them in the cache.
+    context.writes.close();
+    context.writes.wait().await;
     assert!(
         done.load(Ordering::SeqCst),
-        "the write was cancelled with the guest's call"
+        "the write was cancelled with the guest's call, or not awaited"
     );
 }
 
@@ -51,10 +54,7 @@ fn a_grant_restricted_to_namespaces_never_covers_a_cluster_scoped_kind() {
         Duration::from_secs(1),
         Permissions::new(config.modules[0].grants.clone()),
     );
-    let context = CallContext {
-        env: Arc::new(env),
-        scope: None,
-    };
+    let context = CallContext::new(Arc::new(env), None);
     let config_map = GroupVersionKind::gvk("", "v1", "ConfigMap");
     assert!(
         context
@@ -93,16 +93,16 @@ fn call_owning(backend: Arc<OfflineBackend>, owns: Vec<GroupVersionKind>) -> Cal
         Duration::from_secs(5),
         Permissions::new(None),
     );
-    let context = CallContext {
-        env: Arc::new(env),
-        scope: Some(Scope {
+    let context = CallContext::new(
+        Arc::new(env),
+        Some(Scope {
             kind: config_map(),
             namespace: Some(NAMESPACE.into()),
             name: "source".into(),
             uid: Some("uid".into()),
             deleting: false,
         }),
-    };
+    );
     let limits = CallLimits {
         write_bytes: 1024,
         log_bytes: 1024,
