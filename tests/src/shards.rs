@@ -300,6 +300,23 @@ impl Labels {
             .any(|(_, _, label)| label.as_deref() == Some(member))
     }
 
+    /// Checks that no source went without a live holder for longer than a member's Lease of
+    /// `lease_seconds` plus 5 s (a member killed holds its keys until its Lease expires and the
+    /// sharder confirms it), until now; prints the longest time.
+    pub fn held_within_lease(&self, replicas: &[Replica], lease_seconds: u64) -> Result<()> {
+        let (longest, source) = self.longest_ownerless(replicas, now());
+        eprintln!(
+            "longest time a source had no live holder: {:.1} s ({source})",
+            longest as f64 / 1e9
+        );
+        ensure!(
+            longest <= u128::from(lease_seconds + 5) * 1_000_000_000,
+            "{source} had no live holder for {:.1} s: more than the Lease's {lease_seconds} s and 5 s",
+            longest as f64 / 1e9
+        );
+        Ok(())
+    }
+
     /// The longest time, until `until`, that a source was labelled for no member or for one
     /// already stopped, and which source.
     pub fn longest_ownerless(&self, replicas: &[Replica], until: u128) -> (u128, String) {

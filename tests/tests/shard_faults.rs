@@ -25,8 +25,8 @@ use kube::{Api, ResourceExt};
 use kubewasm_tests::podset::{self, install};
 use kubewasm_tests::registry::{self, push};
 use kubewasm_tests::shards::{
-    Labels, Replica, converged, create_sources, never_at_once, now, print_logs_if_failed,
-    until_holding, update,
+    Labels, Replica, converged, create_sources, never_at_once, print_logs_if_failed, until_holding,
+    update,
 };
 use kubewasm_tests::wasmctl::{crd_applied, watching};
 use kubewasm_tests::{Recorder, WAIT, eventually, guest_wasm, is_controlled_by, wasm_controllers};
@@ -317,16 +317,7 @@ async fn scenario(
     let read = (replicas.iter()).any(|r| r.log().contains("the holder left naming the children"));
     ensure!(read, "no sharder read what the leader left as it stopped");
 
-    let (longest, source) = labels.longest_ownerless(replicas, now());
-    eprintln!(
-        "longest time a source had no live holder: {:.1} s ({source})",
-        longest as f64 / 1e9
-    );
-    ensure!(
-        longest <= 9_000_000_000,
-        "{source} had no live holder for {:.1} s: more than the Lease's 4 s and 5 s",
-        longest as f64 / 1e9
-    );
+    labels.held_within_lease(replicas, 4)?;
     let refusing = replicas[3].member.clone();
     ensure!(
         !labels.any_for(&refusing) && !podsets.held_by(&refusing),

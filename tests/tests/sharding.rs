@@ -25,7 +25,7 @@ use kube::{Api, ResourceExt};
 use kubewasm_tests::podset::{self, install};
 use kubewasm_tests::prometheus::{has, scrape, sum};
 use kubewasm_tests::shards::{
-    LABEL, Labels, Replica, converged, create_sources, holders, holding, never_at_once, now,
+    LABEL, Labels, Replica, converged, create_sources, holders, holding, never_at_once,
     print_logs_if_failed, until_holding, update,
 };
 use kubewasm_tests::wasmctl::{
@@ -221,17 +221,7 @@ async fn exercise(
         replicas[3].log().contains("became leader"),
         "the last replica took the sharder over"
     );
-    let (longest, source) = cluster.labels.longest_ownerless(replicas, now());
-    eprintln!(
-        "longest time a source had no live holder: {:.1} s ({source})",
-        longest as f64 / 1e9
-    );
-    // A member killed holds its keys until its Lease expires (4 s) and the sharder confirms it.
-    ensure!(
-        longest <= 9_000_000_000,
-        "{source} had no live holder for {:.1} s: more than the Lease's 4 s and 5 s",
-        longest as f64 / 1e9
-    );
+    cluster.labels.held_within_lease(replicas, 4)?;
 
     for replica in replicas.iter_mut() {
         if replica.process.is_some() {
