@@ -2,13 +2,13 @@
 //! and `podset` guests from WasmControllers pulled from a real registry, while PodSets are
 //! scaled up and down without pause. One host's registry settings refuse the modules (larger
 //! than it accepts): it joins the ring's membership but runs neither guest, and is given no
-//! key. A host is killed, one joins, and the leader, which shards, stops with SIGTERM.
+//! key. A host is killed, one joins, and the member that shards stops with SIGTERM.
 //!
 //! Through it all: the hosts' logs show no source reconciled by two hosts at once; every source
 //! ends mirrored with its last value and every PodSet with the replicas last asked of it (no
 //! change lost); no PodSet ever got more pods than its first replicas and every increase asked
 //! of it allow; no source or PodSet is ever labelled for the host that runs no guest; the
-//! leader's successor reads what it left; and the longest time a source had no live holder,
+//! sharder's successor reads what it left; and the longest time a source had no live holder,
 //! printed, stays within the Lease's 4 s and 5 s.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -211,7 +211,7 @@ async fn wasm_controllers_of(client: &kube::Client, namespace: &str) -> Result<(
 }
 
 #[tokio::test]
-async fn a_ring_under_podset_churn_survives_a_kill_a_join_an_unfetchable_module_and_its_leader_leaving()
+async fn a_ring_under_podset_churn_survives_a_kill_a_join_an_unfetchable_module_and_its_sharder_leaving()
 -> Result<()> {
     let client = crd_applied().await?;
     let plane = kubewasm_tests::control_plane();
@@ -235,15 +235,15 @@ async fn a_ring_under_podset_churn_survives_a_kill_a_join_an_unfetchable_module_
         "--leader-elect-retry-period",
         "1s",
     ];
-    let mut replicas = Vec::new();
-    for name in ["faults-a", "faults-b", "faults-c"] {
-        replicas.push(Replica::start(name, &config, &args).await?);
-    }
+    // Started first, the host that runs no guest leads: the sharder is another member.
     // A store of its own: the others' store holds the modules they pulled.
     let store = tempfile::tempdir()?;
     let store_dir = store.path().to_str().context("a UTF-8 path")?;
     let own_store = [&args[..], &["--module-store-dir", store_dir]].concat();
-    replicas.push(Replica::start("faults-e", &refusing, &own_store).await?);
+    let mut replicas = vec![Replica::start("faults-e", &refusing, &own_store).await?];
+    for name in ["faults-a", "faults-b", "faults-c"] {
+        replicas.push(Replica::start(name, &config, &args).await?);
+    }
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), ns.name());
     // WasmControllers' guests are named for their namespace.
     let label = |guest: &str| format!("shard.kubewasm.dev/{}.{guest}", ns.name());
@@ -267,13 +267,45 @@ fn serving(replicas: &[Replica]) -> BTreeSet<String> {
         .collect()
 }
 
+/// The running replica that shards `guest`, as the hosts' logs last say.
+async fn sharder_of(replicas: &[Replica], guest: &str) -> Result<usize> {
+    eventually(
+        &format!("one running host to shard {guest}"),
+        WAIT,
+        || async {
+            let sharding: Vec<usize> = (0..replicas.len())
+                .filter(|&i| replicas[i].process.is_some() && shards(&replicas[i].log(), guest))
+                .collect();
+            Ok((sharding.len() == 1).then(|| sharding[0]))
+        },
+    )
+    .await
+}
+
+/// Whether the last of `log`'s lines on sharding `guest` says that it shards it.
+fn shards(log: &str, guest: &str) -> bool {
+    let field = format!("guest={guest}");
+    let said = (log.lines())
+        .filter(|line| line.contains("kubewasm::shard::sharder: "))
+        .filter(|line| line.split_whitespace().any(|word| word == field))
+        .filter_map(|line| {
+            (line.contains("sharder: sharding "))
+                .then_some(true)
+                .or(line
+                    .contains("sharder: no longer sharding")
+                    .then_some(false))
+        })
+        .next_back();
+    said == Some(true)
+}
+
 async fn scenario(
     ((config_maps, label), labels, podsets): (&(&Api<ConfigMap>, String), &Labels, &PodSets),
     (config, args): (&str, &[&str]),
     replicas: &mut Vec<Replica>,
 ) -> Result<()> {
     eventually("faults-e to refuse the modules", WAIT, || async {
-        Ok(replicas[3]
+        Ok(replicas[0]
             .log()
             .contains("over the limit of 1024")
             .then_some(()))
@@ -286,7 +318,7 @@ async fn scenario(
     let stop = AtomicBool::new(false);
     let faults = async {
         // A host is killed: its keys move once its Lease expires.
-        replicas[2].kill().await?;
+        replicas[3].kill().await?;
         update(config_maps, "v1").await?;
         converged(config_maps, label, "v1", &serving(replicas)).await?;
         // One joins and takes its share, drained first.
@@ -294,12 +326,17 @@ async fn scenario(
         until_holding(config_maps, label, &replicas[4].member).await?;
         update(config_maps, "v2").await?;
         converged(config_maps, label, "v2", &serving(replicas)).await?;
-        // The leader, which shards, leaves with SIGTERM.
-        let leads = |r: &Replica| r.process.is_some() && r.log().contains("became leader");
-        let leader = (replicas.iter())
-            .position(|r| leads(r) && r.name != "faults-e")
-            .context("a running host that fetched its modules leads")?;
-        replicas[leader].terminate().await?;
+        // The member that shards leaves with SIGTERM: the leader if it runs the guest, else
+        // the first member of the guest's ring.
+        let guest = label.trim_start_matches("shard.kubewasm.dev/");
+        let sharder = sharder_of(replicas, guest).await?;
+        let leaders = (replicas.iter()).filter(|r| r.log().contains("became leader"));
+        let leaders: Vec<_> = leaders.map(|r| r.name).collect();
+        eprintln!(
+            "{} shards and leaves; led by {leaders:?}",
+            replicas[sharder].name
+        );
+        replicas[sharder].terminate().await?;
         update(config_maps, "v3").await?;
         converged(config_maps, label, "v3", &serving(replicas)).await?;
         anyhow::Ok(())
@@ -315,10 +352,13 @@ async fn scenario(
     // Every PodSet ends as last asked: no change lost.
     podsets.converged(&serving(replicas)).await?;
     let read = (replicas.iter()).any(|r| r.log().contains("the holder left naming the children"));
-    ensure!(read, "no sharder read what the leader left as it stopped");
+    ensure!(
+        read,
+        "no sharder read what the last sharder left as it stopped"
+    );
 
     labels.held_within_lease(replicas, 4)?;
-    let refusing = replicas[3].member.clone();
+    let refusing = replicas[0].member.clone();
     ensure!(
         !labels.any_for(&refusing) && !podsets.held_by(&refusing),
         "a source or a PodSet was labelled for the host that runs no guest"
