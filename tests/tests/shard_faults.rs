@@ -2,7 +2,8 @@
 //! and `podset` guests from WasmControllers pulled from a real registry, while PodSets are
 //! scaled up and down without pause. One host's registry settings refuse the modules (larger
 //! than it accepts): it joins the ring's membership but runs neither guest, and is given no
-//! key. A host is killed, one joins, and the member that shards stops with SIGTERM.
+//! key; started first, it leads. A host is killed, one joins, the member that shards (the first
+//! of the guests' rings, as the leader runs neither guest) stops with SIGTERM, then the leader.
 //!
 //! Through it all: the hosts' logs show no source reconciled by two hosts at once; every source
 //! ends mirrored with its last value and every PodSet with the replicas last asked of it (no
@@ -211,7 +212,7 @@ async fn wasm_controllers_of(client: &kube::Client, namespace: &str) -> Result<(
 }
 
 #[tokio::test]
-async fn a_ring_under_podset_churn_survives_a_kill_a_join_an_unfetchable_module_and_its_sharder_leaving()
+async fn a_ring_under_podset_churn_survives_a_kill_a_join_an_unfetchable_module_its_sharder_and_leader_leaving()
 -> Result<()> {
     let client = crd_applied().await?;
     let plane = kubewasm_tests::control_plane();
@@ -272,14 +273,17 @@ async fn sharder_of(replicas: &[Replica], guest: &str) -> Result<usize> {
     eventually(
         &format!("one running host to shard {guest}"),
         WAIT,
-        || async {
-            let sharding: Vec<usize> = (0..replicas.len())
-                .filter(|&i| replicas[i].process.is_some() && shards(&replicas[i].log(), guest))
-                .collect();
-            Ok((sharding.len() == 1).then(|| sharding[0]))
-        },
+        || async { Ok(sharding(replicas, guest)) },
     )
     .await
+}
+
+/// The one running replica whose log last says it shards `guest`, if one alone does.
+fn sharding(replicas: &[Replica], guest: &str) -> Option<usize> {
+    let sharding: Vec<usize> = (0..replicas.len())
+        .filter(|&i| replicas[i].process.is_some() && shards(&replicas[i].log(), guest))
+        .collect();
+    (sharding.len() == 1).then(|| sharding[0])
 }
 
 /// Whether the last of `log`'s lines on sharding `guest` says that it shards it.
@@ -339,6 +343,15 @@ async fn scenario(
         replicas[sharder].terminate().await?;
         update(config_maps, "v3").await?;
         converged(config_maps, label, "v3", &serving(replicas)).await?;
+        // The leader leaves with SIGTERM: its successor runs the guests and shards them.
+        replicas[0].terminate().await?;
+        eventually("the new leader to shard", WAIT, || async {
+            let sharder = sharding(replicas, guest);
+            Ok(sharder.filter(|&i| replicas[i].log().contains("became leader")))
+        })
+        .await?;
+        update(config_maps, "v4").await?;
+        converged(config_maps, label, "v4", &serving(replicas)).await?;
         anyhow::Ok(())
     };
     let faults = async {
