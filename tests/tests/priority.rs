@@ -5,8 +5,11 @@
 //! standby taking over with a change queued does not run it among a crowd of backlog keys; and
 //! a backlog starts slow, so that a change arriving just after the takeover finds a worker free.
 //! A backlog reconcile's own children, seen while it runs, are not changes that hold it back.
+//! Changes waiting for a guest's own busy workers hold no other guest's backlog back.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, ensure};
 use futures::{StreamExt, TryStreamExt};
@@ -223,18 +226,14 @@ async fn takeover(listed: usize, hold_ms: Option<u64>, at: ChangeAt) -> Result<T
     let second = plane.namespace(&format!("priority-{suffix}-b")).await?;
     let cpus = std::thread::available_parallelism()?.get();
     let workers = workers()?;
-    // Two guests of the ledger module, each from a path of its own.
     let copies = tempfile::tempdir()?;
-    let mut config = "modules:\n".to_owned();
-    for (name, ns) in [("ledger-a", first.name()), ("ledger-b", second.name())] {
-        let path = copies.path().join(format!("{name}.wasm"));
-        std::fs::copy(guest_wasm("ledger"), &path)?;
-        config += &format!(
-            "  - path: {}\n    name: {name}\n    namespaces: [{ns}]\n    maxConcurrency: {workers}\n    \
-             limits:\n      logLinesPerSecond: 100000\n",
-            path.display()
-        );
-    }
+    let config = ledger_guests(
+        copies.path(),
+        &[
+            ("ledger-a", first.name(), workers),
+            ("ledger-b", second.name(), workers),
+        ],
+    )?;
     let apis =
         [first.name(), second.name()].map(|ns| Api::<ConfigMap>::namespaced(client.clone(), ns));
     for config_maps in &apis {
@@ -382,6 +381,123 @@ async fn a_change_just_after_a_takeover_finds_a_worker_free_of_the_backlog() -> 
         ended == 0,
         "the change waited for {ended} backlog reconciles to end: the backlog had taken every \
          worker of its guest"
+    );
+    Ok(())
+}
+
+/// The configuration of guests of the ledger module, each `(name, namespace, workers)` from a
+/// copy of its own in `dir`.
+fn ledger_guests(dir: &Path, guests: &[(&str, &str, usize)]) -> Result<String> {
+    let mut config = "modules:\n".to_owned();
+    for (name, ns, workers) in guests {
+        let path = dir.join(format!("{name}.wasm"));
+        std::fs::copy(guest_wasm("ledger"), &path)?;
+        config += &format!(
+            "  - path: {}\n    name: {name}\n    namespaces: [{ns}]\n    maxConcurrency: {workers}\n    \
+             limits:\n      logLinesPerSecond: 100000\n",
+            path.display()
+        );
+    }
+    Ok(config)
+}
+
+/// The CPUs the host of the busy-guest test counts: more than a CI machine has, so that the
+/// room a busy guest leaves the backlog can be told from one reconcile.
+const COUNTED_CPUS: usize = 8;
+
+#[tokio::test]
+async fn a_busy_single_worker_guest_leaves_another_guests_backlog_the_cpus_it_does_not_use()
+-> Result<()> {
+    let plane = control_plane();
+    let client = plane.client().await?;
+    let busy = plane.namespace("lanes-busy").await?;
+    let backlog = plane.namespace("lanes-backlog").await?;
+    let copies = tempfile::tempdir()?;
+    let config = ledger_guests(
+        copies.path(),
+        &[
+            ("busy", busy.name(), 1),
+            ("backlog", backlog.name(), COUNTED_CPUS),
+        ],
+    )?;
+    let [busy_api, backlog_api] =
+        [busy.name(), backlog.name()].map(|ns| Api::<ConfigMap>::namespaced(client.clone(), ns));
+    // Reconciles of 300 ms: the backlog takes 5 s one at a time, under 1 s beside the busy one.
+    let listed = 2 * LISTED;
+    list_sources(&backlog_api, listed, Some(300)).await?;
+    list_sources(&busy_api, COUNTED_CPUS, Some(300)).await?;
+    let stop = AtomicBool::new(false);
+    let changes = change_without_pause(&busy_api, &stop);
+    let cpus = COUNTED_CPUS.to_string();
+    let run = async {
+        let host = HostProcess::start_with(busy.name(), &config, &["--cpus", &cpus])?;
+        let seen = eventually(
+            "the backlog guest to reconcile every source",
+            WAIT,
+            || async { Ok((ledgered(&backlog_api, "listed").await? == listed).then_some(())) },
+        )
+        .await;
+        stop.store(true, Ordering::SeqCst);
+        let runs = ledger::runs(&host.log());
+        if seen.is_err() {
+            eprintln!("host's log:\n{}", host.log());
+        }
+        seen.and(runs)
+    };
+    let (runs, changed) = tokio::join!(run, changes);
+    changed?;
+    backlog_beside_busy(&runs?, backlog.name(), busy.name())
+}
+
+/// Changes the busy guest's sources, one after another every 20 ms, until `stop`: every one
+/// is changed again while its one worker reconciles another.
+async fn change_without_pause(config_maps: &Api<ConfigMap>, stop: &AtomicBool) -> Result<()> {
+    for step in 0usize.. {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let name = format!("listed-{}", step % COUNTED_CPUS);
+        let source = ledger_source(&name, &format!("changed-{step}"), Some(300));
+        (config_maps)
+            .patch(&name, &PatchParams::apply("tests"), &Patch::Apply(&source))
+            .await?;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Checks that the second half of the backlog guest's reconciles (sources of `backlog`), past
+/// the ramp from idle, reached at least half the counted CPUs at once while a reconcile of the
+/// busy guest (sources of `busy`) ran.
+fn backlog_beside_busy(runs: &[Run], backlog: &str, busy: &str) -> Result<()> {
+    let of = |ns: &str| -> Vec<&Run> {
+        let prefix = format!("{ns}/");
+        runs.iter()
+            .filter(|r| r.source.starts_with(&prefix))
+            .collect()
+    };
+    let (mut backlog, busy) = (of(backlog), of(busy));
+    backlog.sort_by_key(|run| run.start);
+    let crowd = (backlog[backlog.len() / 2..].iter())
+        .filter(|run| busy.iter().any(|b| b.spans(run.start)))
+        .map(|run| {
+            backlog
+                .iter()
+                .filter(|other| other.spans(run.start))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    eprintln!(
+        "at most {crowd} backlog reconciles at once beside the busy guest's, in the second half \
+         of {}, of {COUNTED_CPUS} CPUs counted; {} reconciles of the busy guest",
+        backlog.len(),
+        busy.len()
+    );
+    ensure!(
+        crowd >= COUNTED_CPUS / 2,
+        "at most {crowd} backlog reconciles ran at once while the busy guest's one worker \
+         reconciled: its changes waiting for that worker held the backlog of another guest"
     );
     Ok(())
 }

@@ -10,6 +10,7 @@ use crate::cluster::leader::LeaseTimings;
 use crate::cluster::selector::{is_dns1123_label, is_dns1123_subdomain};
 pub use crate::config::BindAddress;
 use crate::config::{ManagerConfig, parse_duration, parse_quantity};
+use crate::control::queue::Lanes;
 use crate::wasm::oci::RegistrySettings;
 
 /// Runs Kubernetes controllers written as WebAssembly components.
@@ -226,6 +227,11 @@ pub struct RunArgs {
     /// --leader-elect.
     #[arg(long)]
     pub sharded: bool,
+    /// The CPUs the guests' reconciles share: while a change waits for a worker or runs, the
+    /// backlog keeps fewer reconciles in flight than these. Default: the CPUs this process may
+    /// run on (its affinity and cgroup quota).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub cpus: Option<u16>,
 }
 
 /// The process settings of `kubewasm run`: each from its flag, else from the configuration
@@ -246,6 +252,8 @@ pub struct Manager {
     pub lease: LeaseTimings,
     /// Whether the replicas share the keys (see [`RunArgs::sharded`]).
     pub sharded: bool,
+    /// The CPUs the guests' reconciles share (see [`RunArgs::cpus`]).
+    pub cpus: usize,
 }
 
 /// Default of `--metrics-bind-address`: loopback, as controller-runtime's.
@@ -303,6 +311,7 @@ impl RunArgs {
                 .unwrap_or_else(|| DEFAULT_LEADER_ELECTION_ID.to_owned()),
             lease,
             sharded: self.sharded,
+            cpus: self.cpus.map_or_else(Lanes::host_cpus, usize::from),
         })
     }
 }
@@ -361,6 +370,7 @@ mod tests {
                 leader_election_id: "kubewasm-leader".into(),
                 lease: LeaseTimings::default(),
                 sharded: false,
+                cpus: Lanes::host_cpus(),
             }
         );
         let file = "metrics: {bindAddress: ':9090'}
@@ -383,6 +393,7 @@ leaderElection: {leaderElect: true, resourceNamespace: ops, resourceName: lease,
                     retry_period: Duration::from_secs(5),
                 },
                 sharded: false,
+                cpus: Lanes::host_cpus(),
             }
         );
         let flags = [
@@ -401,6 +412,8 @@ leaderElection: {leaderElect: true, resourceNamespace: ops, resourceName: lease,
             "6s",
             "--leader-elect-retry-period",
             "1.5s",
+            "--cpus",
+            "8",
         ];
         assert_eq!(
             manager(&flags, file).unwrap(),
@@ -416,9 +429,12 @@ leaderElection: {leaderElect: true, resourceNamespace: ops, resourceName: lease,
                     retry_period: Duration::from_millis(1500),
                 },
                 sharded: false,
+                cpus: 8,
             }
         );
         assert!(manager(&["--leader-elect"], "").unwrap().leader_elect);
+        let zero = Cli::try_parse_from(["kubewasm", "run", "--config", "c", "--cpus", "0"]);
+        assert!(zero.is_err(), "a host has one CPU at least");
     }
 
     #[test]

@@ -129,14 +129,14 @@ fn roles(client: &kube::Client, manager: Manager) -> (Replica, Roles) {
         let replica = Replica {
             gate: Gate::closed(),
             sharded: Some(sharded),
-            lanes: Lanes::of_host(),
+            lanes: Lanes::new(manager.cpus),
         };
         (replica, Some((joining, roster)))
     } else {
         let replica = Replica {
             gate: leading.clone(),
             sharded: None,
-            lanes: Lanes::of_host(),
+            lanes: Lanes::new(manager.cpus),
         };
         (replica, None)
     };

@@ -123,7 +123,12 @@ impl Lanes {
 
     /// Lanes for this process: as many CPUs as it may run on.
     pub fn of_host() -> Arc<Self> {
-        Self::new(std::thread::available_parallelism().map_or(1, NonZero::get))
+        Self::new(Self::host_cpus())
+    }
+
+    /// The CPUs this process may run on, as its affinity and cgroup quota allow.
+    pub fn host_cpus() -> usize {
+        std::thread::available_parallelism().map_or(1, NonZero::get)
     }
 
     fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
