@@ -22,9 +22,11 @@ async fn main() -> anyhow::Result<ExitCode> {
             module,
             config,
             registries,
+            compiled,
         } => {
             init_debug_logs();
-            Ok(check::command(&module, config.as_deref(), &registries).await)
+            let cache = compiled.cache_dir();
+            Ok(check::command(&module, config.as_deref(), &registries, cache).await)
         }
         Command::Render {
             module,
@@ -32,9 +34,12 @@ async fn main() -> anyhow::Result<ExitCode> {
             cache,
             finalize,
             registries,
+            compiled,
         } => {
             init_debug_logs();
-            Ok(render::command(&module, &object, &cache, finalize, &registries).await)
+            let files = (object.as_path(), cache.as_slice());
+            let compiled = compiled.cache_dir();
+            Ok(render::command(&module, files, finalize, &registries, compiled).await)
         }
         Command::Rbac {
             config,

@@ -49,12 +49,15 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
+    run_command(Command::new(env!("CARGO_BIN_EXE_kubewasm")).args(args))
+}
+
+fn run_command(command: &mut Command) -> Run {
     let Output {
         status,
         stdout,
         stderr,
-    } = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
-        .args(args)
+    } = command
         .env_remove("RUST_LOG")
         .output()
         .expect("running kubewasm");
@@ -307,6 +310,65 @@ fn render_prints_the_writes_of_the_podset_sample_the_same_every_time() {
             "      status:\n        readyReplicas: 0\n        replicas: 3\n        selector: app=pause\n",
             "logs: []\nresult:\n  outcome: done\n",
         ],
+    );
+}
+
+#[test]
+fn check_and_render_keep_compiled_modules_in_the_compile_cache() {
+    let tmp = scratch("compile-cache");
+    let (podset, sample) = (
+        podset(),
+        workspace().join("examples/podset/samples/podset.yaml"),
+    );
+    let compiled = tmp.path().join("kubewasm/compiled");
+    let kubewasm_in_tmp = |args: &[&std::ffi::OsStr]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
+        run_command(command.args(args).env("XDG_CACHE_HOME", tmp.path()))
+    };
+    let render = [
+        "render".as_ref(),
+        podset.as_os_str(),
+        "--object".as_ref(),
+        sample.as_os_str(),
+    ];
+    let uncached = kubewasm_in_tmp(&[&render[..], &["--no-compile-cache".as_ref()]].concat());
+    assert!(uncached.ok, "{}", uncached.stderr);
+    assert!(!compiled.exists(), "--no-compile-cache writes no entry");
+
+    let checked = kubewasm_in_tmp(&["check".as_ref(), podset.as_os_str()]);
+    assert!(checked.ok, "{}", checked.stderr);
+    let entries: Vec<PathBuf> = std::fs::read_dir(&compiled)
+        .expect("check writes the default compile cache")
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    let [entry] = entries.as_slice() else {
+        panic!("one entry for one module: {entries:?}");
+    };
+    let inode = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(entry).unwrap());
+    let written = inode();
+    let cached = kubewasm_in_tmp(&render);
+    assert!(cached.ok, "{}", cached.stderr);
+    assert_eq!(
+        cached.stdout, uncached.stdout,
+        "a cached module renders the same"
+    );
+    assert_eq!(
+        inode(),
+        written,
+        "render read the entry check wrote, not a new one"
+    );
+
+    std::fs::write(entry, b"not a compiled module").unwrap();
+    let recompiled = kubewasm_in_tmp(&render);
+    assert!(
+        recompiled.ok,
+        "an unusable entry is compiled anew: {}",
+        recompiled.stderr
+    );
+    assert_eq!(recompiled.stdout, uncached.stdout);
+    assert!(
+        std::fs::metadata(entry).unwrap().len() > 1024,
+        "and written again"
     );
 }
 

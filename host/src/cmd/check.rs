@@ -115,9 +115,14 @@ pub struct Report {
 /// `kubewasm check`: prints the [`Report`] of `module` (a file or an OCI reference), with the
 /// entry of `config` if given. Fails when it cannot be checked, or when its entry's grants do
 /// not give it what it needs.
-pub async fn command(module: &str, config: Option<&Path>, registries: &RegistryArgs) -> ExitCode {
+pub async fn command(
+    module: &str,
+    config: Option<&Path>,
+    registries: &RegistryArgs,
+    compiled: Option<PathBuf>,
+) -> ExitCode {
     let source = ModuleSource::parse(module);
-    let report = match check(&source, config, registries.settings()).await {
+    let report = match check(&source, config, (registries.settings(), compiled)).await {
         Ok(report) => report,
         Err(error) => return fail(error),
     };
@@ -135,11 +140,12 @@ pub async fn command(module: &str, config: Option<&Path>, registries: &RegistryA
 
 /// Loads the module as the host would (with the limits of its configuration entry, if any) and,
 /// with `config`, finds its entry (by path for a file, else by name) and compares the entry's
-/// grants with what the module needs. An artifact is pulled as the host pulls it.
+/// grants with what the module needs. An artifact is pulled as the host pulls it; with a
+/// compile cache folder in `loading`, a module compiled before is read from it.
 pub async fn check(
     source: &ModuleSource,
     config: Option<&Path>,
-    registries: RegistrySettings,
+    loading: (RegistrySettings, Option<PathBuf>),
 ) -> Result<Report, CheckError> {
     let config = config
         .map(|file| Ok::<_, ConfigError>((file, Config::load(file)?)))
@@ -150,7 +156,7 @@ pub async fn check(
     let limits = by_path
         .as_ref()
         .map_or_else(Default::default, |entry| entry.module.limits);
-    let (origin, module) = load(source, registries, limits).await?;
+    let (origin, module) = load(source, loading, limits).await?;
     let metadata = module.metadata.clone();
     let entry = match (by_path, &config) {
         (Some(entry), _) => Some(entry),
@@ -175,14 +181,15 @@ fn entry_by_path(source: &ModuleSource, file: &Path, config: &Config) -> Option<
     })
 }
 
-/// Reads or pulls the module and loads it with `limits`; returns where it came from with it. A
-/// component of another contract is refused with the names it exports.
+/// Reads or pulls the module and loads it with `limits`, through the compile cache if there is
+/// one; returns where it came from with it. A component of another contract is refused with the
+/// names it exports.
 async fn load(
     source: &ModuleSource,
-    registries: RegistrySettings,
+    (registries, compiled): (RegistrySettings, Option<PathBuf>),
     limits: crate::config::Limits,
 ) -> Result<(String, Arc<Module>), CheckError> {
-    let runtime = Runtime::new()?;
+    let runtime = Runtime::new()?.with_compile_cache_in(compiled);
     let (origin, bytes) = source.read(registries).await?;
     let exports = oci::component_names(&bytes).map_or_else(|_| Vec::new(), |(_, exports)| exports);
     match module::load_bytes(&runtime, origin.clone(), bytes, &CallLimits::from(limits)).await {

@@ -11,6 +11,7 @@ use crate::cluster::selector::{is_dns1123_label, is_dns1123_subdomain};
 pub use crate::config::BindAddress;
 use crate::config::{ManagerConfig, parse_duration, parse_quantity};
 use crate::control::queue::Lanes;
+use crate::wasm::compile_cache::CompileCache;
 use crate::wasm::oci::RegistrySettings;
 
 /// Runs Kubernetes controllers written as WebAssembly components.
@@ -43,6 +44,9 @@ pub enum Command {
         /// How registries are reached.
         #[command(flatten)]
         registries: RegistryArgs,
+        /// Where compiled modules are kept.
+        #[command(flatten)]
+        compiled: CompileArgs,
     },
     /// Runs one reconcile of an object against fixture objects, without a cluster, and prints
     /// as YAML the writes the guest asked for, its log lines and the result. Deterministic:
@@ -63,6 +67,9 @@ pub enum Command {
         /// How registries are reached.
         #[command(flatten)]
         registries: RegistryArgs,
+        /// Where compiled modules are kept.
+        #[command(flatten)]
+        compiled: CompileArgs,
     },
     /// Publishes a module to an OCI registry as a WebAssembly artifact (config
     /// application/vnd.wasm.config.v0+json, one application/wasm layer) and prints the
@@ -116,6 +123,30 @@ pub enum Command {
         #[arg(long)]
         sdk: Option<PathBuf>,
     },
+}
+
+/// Where `check` and `render` keep compiled modules, so that a module checked or rendered
+/// before loads in a fraction of a second.
+#[derive(Debug, Clone, Args)]
+pub struct CompileArgs {
+    /// Where compiled modules are kept across runs; default, as the host's:
+    /// $XDG_CACHE_HOME/kubewasm/compiled or ~/.cache/kubewasm/compiled. Must be writable by
+    /// the user alone: its files are loaded as native code.
+    #[arg(long)]
+    pub compile_cache_dir: Option<PathBuf>,
+    /// Compiles the module on every run instead of using the compile cache.
+    #[arg(long, conflicts_with = "compile_cache_dir")]
+    pub no_compile_cache: bool,
+}
+
+impl CompileArgs {
+    /// The compile cache's folder: `None` without one.
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        if self.no_compile_cache {
+            return None;
+        }
+        (self.compile_cache_dir.clone()).or_else(CompileCache::default_dir)
+    }
 }
 
 /// How the commands reach registries.

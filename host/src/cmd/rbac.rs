@@ -24,6 +24,7 @@ use crate::cmd::check::{self, CheckError};
 use crate::cmd::fail;
 use crate::cmd::source::ModuleSource;
 use crate::config::{Config, Verb};
+use crate::wasm::compile_cache::CompileCache;
 use crate::wasm::oci::RegistrySettings;
 use crate::wasm::permissions::{self, Requirement};
 
@@ -129,7 +130,7 @@ pub async fn for_config(
         let report = check::check(
             &ModuleSource::File(file.clone()),
             Some(config),
-            RegistrySettings::default(),
+            (RegistrySettings::default(), CompileCache::default_dir()),
         )
         .await
         .map_err(|source| RbacError::Check {

@@ -170,10 +170,10 @@ impl Rendered {
 /// cannot be made; a guest that fails is rendered.
 pub async fn command(
     module: &str,
-    object: &Path,
-    cache: &[PathBuf],
+    (object, cache): (&Path, &[PathBuf]),
     finalize: bool,
     registries: &RegistryArgs,
+    compiled: Option<PathBuf>,
 ) -> ExitCode {
     let entry = if finalize {
         Entry::Finalize
@@ -181,7 +181,8 @@ pub async fn command(
         Entry::Reconcile
     };
     let source = ModuleSource::parse(module);
-    match render_files(&source, object, cache, entry, registries.settings()).await {
+    let loading = (registries.settings(), compiled);
+    match render_files(&source, (object, cache), entry, loading).await {
         Ok(rendered) => print!("{}", rendered.to_yaml()),
         Err(error) => return fail(error),
     }
@@ -190,15 +191,15 @@ pub async fn command(
 
 /// Loads the module (a file, or an artifact pulled as the host pulls it), then calls `entry`
 /// with the one object in the file `object` and the objects of the files and folders of
-/// `cache`, on a deterministic runtime with the host's default limits.
+/// `cache`, on a deterministic runtime with the host's default limits. With a compile cache
+/// folder in `loading`, a module compiled before is read from it.
 pub async fn render_files(
     source: &ModuleSource,
-    object: &Path,
-    cache: &[PathBuf],
+    (object, cache): (&Path, &[PathBuf]),
     entry: Entry,
-    registries: RegistrySettings,
+    (registries, compiled): (RegistrySettings, Option<PathBuf>),
 ) -> Result<Rendered, RenderError> {
-    let runtime = Runtime::deterministic()?;
+    let runtime = Runtime::deterministic()?.with_compile_cache_in(compiled);
     let limits = CallLimits::from(crate::config::Limits::default());
     let (origin, bytes) = source.read(registries).await?;
     let module = module::load_bytes(&runtime, origin, bytes, &limits).await?;

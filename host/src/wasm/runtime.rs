@@ -189,6 +189,15 @@ impl Runtime {
         self
     }
 
+    /// Keeps compiled modules in `dir`, if given (see [`CompileCache`]).
+    #[must_use]
+    pub fn with_compile_cache_in(self, dir: Option<std::path::PathBuf>) -> Self {
+        match dir {
+            Some(dir) => self.with_compile_cache(dir),
+            None => self,
+        }
+    }
+
     /// Bounds the compile cache to `max_bytes`, never removing the modules `named`.
     #[must_use]
     pub fn with_compile_cache_bound(mut self, max_bytes: u64, named: Named) -> Self {
