@@ -224,11 +224,14 @@ impl Runtime {
                 cached: true,
             });
         }
-        let component = Component::new(&self.engine, bytes)?;
-        if let Some(cache) = &self.cache
-            && let Err(error) = cache.put(digest, &component)
-        {
-            tracing::warn!(%error, "compiled module not cached");
+        let mut component = Component::new(&self.engine, bytes)?;
+        if let Some(cache) = &self.cache {
+            match cache.put(digest, &component) {
+                // Read back, its linear memories start from the entry's pages, mapped copy on
+                // write, rather than from a sealed in-memory file made for this process.
+                Ok(()) => component = cache.get(&self.engine, digest).unwrap_or(component),
+                Err(error) => tracing::warn!(%error, "compiled module not cached"),
+            }
         }
         Ok(Compiled {
             component,
