@@ -33,13 +33,15 @@ async fn main() -> anyhow::Result<ExitCode> {
             object,
             cache,
             finalize,
+            diff,
             registries,
             compiled,
         } => {
             init_debug_logs();
             let files = (object.as_path(), cache.as_slice());
             let compiled = compiled.cache_dir();
-            Ok(render::command(&module, files, finalize, &registries, compiled).await)
+            let how = (finalize, diff);
+            Ok(render::command(&module, files, how, &registries, compiled).await)
         }
         Command::Rbac {
             config,

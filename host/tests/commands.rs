@@ -372,6 +372,80 @@ fn check_and_render_keep_compiled_modules_in_the_compile_cache() {
     );
 }
 
+/// A PodSet asking for `replicas` pods whose status says 3, and a cache of its 3 pods.
+fn podset_of_three(dir: &Path, replicas: u32) -> (PathBuf, PathBuf) {
+    let object = write(
+        dir,
+        &format!("podset-{replicas}.yaml"),
+        format!(
+            "apiVersion: kubewasm.dev/v1alpha1\nkind: PodSet\n\
+             metadata: {{name: pause, namespace: default, uid: u1}}\n\
+             spec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: pause}}}}\n  \
+             template:\n    metadata: {{labels: {{app: pause}}}}\n    \
+             spec: {{containers: [{{name: pause, image: pause}}]}}\n\
+             status: {{replicas: 3, readyReplicas: 0, selector: app=pause}}\n"
+        ),
+    );
+    let pods: String = ["a", "b", "c"]
+        .map(|n| {
+            format!(
+                "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: pause-{n}\n  \
+                 namespace: default\n  labels: {{app: pause}}\n  ownerReferences: \
+                 [{{apiVersion: kubewasm.dev/v1alpha1, kind: PodSet, name: pause, uid: u1, \
+                 controller: true}}]\nspec: {{containers: [{{name: pause, image: pause}}]}}\n"
+            )
+        })
+        .concat();
+    (object, write(dir, "cache/pods.yaml", pods))
+}
+
+#[test]
+fn render_diff_says_what_each_write_does_to_the_cached_objects() {
+    let tmp = scratch("render-diff");
+    let podset = podset();
+    let diff = |object: &Path, cache: &[&Path]| {
+        let mut args = vec![Path::new("render"), &podset, "--diff".as_ref()];
+        args.extend([Path::new("--object"), object]);
+        if !cache.is_empty() {
+            args.push("--cache".as_ref());
+            args.extend(cache);
+        }
+        let run = kubewasm(args);
+        assert!(run.ok, "{}", run.stderr);
+        run.stdout
+    };
+    let sample = workspace().join("examples/podset/samples/podset.yaml");
+    let created = diff(&sample, &[]);
+    assert_eq!(created.matches(": creates\n").count(), 3, "{created}");
+    assert!(created.starts_with("apply v1 Pod pause-"), "{created}");
+    assert!(
+        created.ends_with(
+            "event Normal SuccessfulCreate on kubewasm.dev/v1alpha1 PodSet pause: records\n\
+             applyStatus kubewasm.dev/v1alpha1 PodSet pause: changes\n\
+             \x20 status.readyReplicas: (none) -> 0\n\
+             \x20 status.replicas: (none) -> 3\n\
+             \x20 status.selector: (none) -> \"app=pause\"\n\
+             result: done\n"
+        ),
+        "{created}"
+    );
+
+    let (scaled_down, pods) = podset_of_three(tmp.path(), 2);
+    assert_eq!(
+        diff(&scaled_down, &[&pods]),
+        "delete v1 Pod default/pause-a: deletes\n\
+         event Normal SuccessfulDelete on kubewasm.dev/v1alpha1 PodSet default/pause: records\n\
+         applyStatus kubewasm.dev/v1alpha1 PodSet default/pause: changes\n\
+         \x20 status.replicas: 3 -> 2\n\
+         result: done\n"
+    );
+    let (steady, pods) = podset_of_three(tmp.path(), 3);
+    assert_eq!(
+        diff(&steady, &[&pods]),
+        "applyStatus kubewasm.dev/v1alpha1 PodSet default/pause: unchanged\nresult: done\n"
+    );
+}
+
 #[test]
 fn render_reads_the_cache_from_files_and_folders() {
     let tmp = scratch("render-cache");

@@ -64,6 +64,11 @@ pub enum Command {
         /// deleted.
         #[arg(long)]
         finalize: bool,
+        /// Prints, instead of the writes, what each did to the objects of the cache: whether
+        /// it creates, changes, leaves unchanged or deletes its object, or is refused, and each
+        /// field it changes with its value before and after.
+        #[arg(long)]
+        diff: bool,
         /// How registries are reached.
         #[command(flatten)]
         registries: RegistryArgs,

@@ -19,6 +19,7 @@ use serde::ser::SerializeMap;
 use serde_json::Value;
 
 use crate::cluster::selection::kind_of;
+use crate::cmd::changes;
 use crate::cmd::cli::RegistryArgs;
 use crate::cmd::fail;
 use crate::cmd::source::{ModuleSource, SourceError};
@@ -33,7 +34,7 @@ use crate::wasm::env::GuestEnv;
 use crate::wasm::limits::CallLimits;
 use crate::wasm::module::{self, LoadError, Module};
 use crate::wasm::oci::RegistrySettings;
-use crate::wasm::offline::{OfflineBackend, Write};
+use crate::wasm::offline::{Effect, OfflineBackend, Write};
 use crate::wasm::permissions::Permissions;
 use crate::wasm::runtime::{Runtime, RuntimeError};
 
@@ -103,6 +104,8 @@ pub struct Rendered {
     /// The writes the guest asked for, in order, as the backend received them: applies carry the
     /// full intent, including the owner reference the host adds.
     pub writes: Vec<Write>,
+    /// What each write did to the objects of the cache, in the order of `writes`.
+    pub effects: Vec<Effect>,
     /// The guest's log lines in order (see [`LogLine`]), then what it wrote to stdout and
     /// stderr.
     pub logs: Vec<LogLine>,
@@ -163,15 +166,31 @@ impl Rendered {
         };
         serde_yaml::to_string(&view).expect("a rendering serializes to YAML")
     }
+
+    /// What each write did to the objects of the cache (see [`changes::to_text`]), then the
+    /// result: `result: <outcome>`, with its message or delay.
+    pub fn to_diff(&self) -> String {
+        let mut text = changes::to_text(self.writes.iter().zip(&self.effects));
+        let result = serde_json::to_value(ResultView::of(&self.result)).unwrap_or_default();
+        text += &format!("result: {}", result["outcome"].as_str().unwrap_or_default());
+        if let Some(message) = result["message"].as_str() {
+            text += &format!(": {message}");
+        }
+        if let Some(milliseconds) = result["milliseconds"].as_u64() {
+            text += &format!(" {milliseconds} ms");
+        }
+        text + "\n"
+    }
 }
 
 /// `kubewasm render`: prints as YAML what one reconcile (or, with `finalize`, one finalize) of
-/// the object in the file `object` renders, against the objects of `cache`. Fails when the call
-/// cannot be made; a guest that fails is rendered.
+/// the object in the file `object` renders, against the objects of `cache`, or with `diff`
+/// what each write did to them. Fails when the call cannot be made; a guest that fails is
+/// rendered.
 pub async fn command(
     module: &str,
     (object, cache): (&Path, &[PathBuf]),
-    finalize: bool,
+    (finalize, diff): (bool, bool),
     registries: &RegistryArgs,
     compiled: Option<PathBuf>,
 ) -> ExitCode {
@@ -183,6 +202,7 @@ pub async fn command(
     let source = ModuleSource::parse(module);
     let loading = (registries.settings(), compiled);
     match render_files(&source, (object, cache), entry, loading).await {
+        Ok(rendered) if diff => print!("{}", rendered.to_diff()),
         Ok(rendered) => print!("{}", rendered.to_yaml()),
         Err(error) => return fail(error),
     }
@@ -273,8 +293,10 @@ pub async fn call(
         Permissions::new(None),
     ));
     let (result, _) = dispatch::call(runtime, module, &env, limits, scope, entry, request).await;
+    let (writes, effects) = backend.take_effects().into_iter().unzip();
     Ok(Rendered {
-        writes: backend.take_writes(),
+        writes,
+        effects,
         logs: backend.take_logs(),
         result,
     })
@@ -703,6 +725,7 @@ mod tests {
                     note: "gone".into(),
                 }),
             ],
+            effects: Vec::new(),
             logs: vec![
                 LogLine {
                     level: Level::Warn,
@@ -785,6 +808,7 @@ result:
         let yaml = |failure| {
             Rendered {
                 writes: Vec::new(),
+                effects: Vec::new(),
                 logs: Vec::new(),
                 result: Err(failure),
             }

@@ -53,13 +53,35 @@ pub struct OfflineBackend {
     cluster_scoped: Vec<GroupVersionKind>,
 }
 
+/// What a write did to the object it names, as the backend answered it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// It created the object.
+    Created,
+    /// It wrote the object, which was `before` and is `after` (with a new resourceVersion,
+    /// whether or not anything else changed).
+    Updated {
+        /// The object before the write.
+        before: Value,
+        /// The object after it.
+        after: Value,
+    },
+    /// It removed the object.
+    Deleted,
+    /// It was refused, with the answer's message.
+    Refused(String),
+    /// It recorded an Event.
+    Recorded,
+}
+
 #[derive(Debug, Default)]
 struct State {
     /// Objects by kind, then by namespace and name; kinds in order of first appearance.
     kinds: Vec<(GroupVersionKind, BTreeMap<ObjectKey, Stored>)>,
     /// The last resourceVersion handed out.
     revision: u64,
-    writes: Vec<Write>,
+    /// Every write, with what it did.
+    writes: Vec<(Write, Effect)>,
     logs: Vec<LogLine>,
 }
 
@@ -107,6 +129,29 @@ impl State {
 
     fn stored(&self, kind: &GroupVersionKind, key: &ObjectKey) -> Option<&Stored> {
         self.objects(kind)?.get(key)
+    }
+
+    /// Records `write` of the object `key` of `kind`, which was `before` it, with what it did
+    /// as `done` tells.
+    fn record<T>(
+        &mut self,
+        write: Write,
+        (kind, key): (&GroupVersionKind, &ObjectKey),
+        before: Option<Value>,
+        done: &Result<T, CallError>,
+    ) {
+        let effect = match (done, before) {
+            (Err(error), _) => Effect::Refused(error.to_string()),
+            (Ok(_), None) => Effect::Created,
+            (Ok(_), Some(before)) => match self.stored(kind, key) {
+                Some(after) => Effect::Updated {
+                    before,
+                    after: after.value.clone(),
+                },
+                None => Effect::Deleted,
+            },
+        };
+        self.writes.push((write, effect));
     }
 
     /// Stores `object` at the next resourceVersion and returns it serialized; 422 when the
@@ -180,11 +225,16 @@ impl OfflineBackend {
 
     /// Every write received so far, in order, whether it succeeded or not.
     pub fn writes(&self) -> Vec<Write> {
-        self.lock().writes.clone()
+        self.lock().writes.iter().map(|(w, _)| w.clone()).collect()
     }
 
     /// Every write received so far, in order; the record starts empty again.
     pub fn take_writes(&self) -> Vec<Write> {
+        self.take_effects().into_iter().map(|(w, _)| w).collect()
+    }
+
+    /// Every write received so far, in order, with what it did; the record starts empty again.
+    pub fn take_effects(&self) -> Vec<(Write, Effect)> {
         std::mem::take(&mut self.lock().writes)
     }
 
@@ -309,33 +359,14 @@ impl Backend for OfflineBackend {
     /// Merges the intent into the stored object (see the module documentation) and returns it.
     async fn apply(&self, request: ApplyRequest) -> Result<String, CallError> {
         let mut state = self.lock();
-        state.writes.push(Write::Apply(request.clone()));
-        let key = key(request.namespace.as_deref(), &request.name);
-        let existing = state.stored(&request.kind, &key).map(|s| s.value.clone());
-        let mut intent = request.object;
-        let object = if request.status {
-            let mut object = existing.ok_or_else(|| not_found(&request.kind, &request.name))?;
-            if let Some(status) = intent.get("status") {
-                json_patch::merge(&mut object["status"], status);
-            }
-            object
-        } else {
-            if let Some(fields) = intent.as_object_mut() {
-                fields.remove("status");
-            }
-            let created = existing.is_none();
-            let mut object = existing.unwrap_or_else(|| Value::Object(Default::default()));
-            json_patch::merge(&mut object, &intent);
-            if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
-                && created
-                && !metadata.contains_key("uid")
-            {
-                let uid = format!("fixture-{}", state.revision + 1);
-                metadata.insert("uid".into(), Value::String(uid));
-            }
-            object
-        };
-        state.store(&request.kind, key, object)
+        let (kind, key) = (
+            request.kind.clone(),
+            key(request.namespace.as_deref(), &request.name),
+        );
+        let before = state.stored(&kind, &key).map(|s| s.value.clone());
+        let done = apply(&mut state, request.clone(), before.clone());
+        state.record(Write::Apply(request), (&kind, &key), before, &done);
+        done
     }
 
     /// Applies the merge or JSON patch to the stored object and returns it; 404 when missing,
@@ -343,57 +374,35 @@ impl Backend for OfflineBackend {
     /// patch operation fails or the result has no `metadata` object.
     async fn patch(&self, request: PatchRequest) -> Result<String, CallError> {
         let mut state = self.lock();
-        state.writes.push(Write::Patch(request.clone()));
-        let key = key(request.namespace.as_deref(), &request.name);
-        let stored = state
-            .stored(&request.kind, &key)
-            .ok_or_else(|| not_found(&request.kind, &request.name))?;
-        let mut object = stored.value.clone();
-        if request.json_patch {
-            let patch: json_patch::Patch = serde_json::from_value(request.patch)
-                .map_err(|e| CallError::Invalid(format!("not a JSON patch: {e}")))?;
-            json_patch::patch(&mut object, &patch)
-                .map_err(|e| api_error(422, "Invalid", e.to_string()))?;
-        } else {
-            json_patch::merge(&mut object, &request.patch);
-        }
-        let version = object["metadata"]["resourceVersion"].as_str();
-        if version.is_some_and(|v| Some(v) != stored.value["metadata"]["resourceVersion"].as_str())
-        {
-            return Err(api_error(
-                409,
-                "Conflict",
-                format!(
-                    "Operation cannot be fulfilled on {} {:?}: the object has been modified",
-                    request.kind.kind, request.name
-                ),
-            ));
-        }
-        state.store(&request.kind, key, object)
+        let (kind, key) = (
+            request.kind.clone(),
+            key(request.namespace.as_deref(), &request.name),
+        );
+        let before = state.stored(&kind, &key).map(|s| s.value.clone());
+        let done = patch(&mut state, request.clone());
+        state.record(Write::Patch(request), (&kind, &key), before, &done);
+        done
     }
 
     /// Removes the stored object; 404 when missing, 409 when the uid or resourceVersion
     /// precondition does not match.
     async fn delete(&self, request: DeleteRequest) -> Result<(), CallError> {
         let mut state = self.lock();
-        state.writes.push(Write::Delete(request.clone()));
-        let key = key(request.namespace.as_deref(), &request.name);
-        let stored = state
-            .stored(&request.kind, &key)
-            .ok_or_else(|| not_found(&request.kind, &request.name))?;
-        precondition(&stored.value, "uid", request.uid.as_deref())?;
-        precondition(
-            &stored.value,
-            "resourceVersion",
-            request.resource_version.as_deref(),
-        )?;
-        state.objects_mut(&request.kind).remove(&key);
-        Ok(())
+        let (kind, key) = (
+            request.kind.clone(),
+            key(request.namespace.as_deref(), &request.name),
+        );
+        let before = state.stored(&kind, &key).map(|s| s.value.clone());
+        let done = delete(&mut state, &request);
+        state.record(Write::Delete(request), (&kind, &key), before, &done);
+        done
     }
 
     /// Records the event; always succeeds.
     async fn event(&self, request: EventRequest) -> Result<(), CallError> {
-        self.lock().writes.push(Write::Event(request));
+        self.lock()
+            .writes
+            .push((Write::Event(request), Effect::Recorded));
         Ok(())
     }
 
@@ -401,6 +410,84 @@ impl Backend for OfflineBackend {
     fn log(&self, line: LogLine) {
         self.lock().logs.push(line);
     }
+}
+
+/// Applies `request` to the object it names, which is `existing`.
+fn apply(
+    state: &mut State,
+    request: ApplyRequest,
+    existing: Option<Value>,
+) -> Result<String, CallError> {
+    let key = key(request.namespace.as_deref(), &request.name);
+    let mut intent = request.object;
+    let object = if request.status {
+        let mut object = existing.ok_or_else(|| not_found(&request.kind, &request.name))?;
+        if let Some(status) = intent.get("status") {
+            json_patch::merge(&mut object["status"], status);
+        }
+        object
+    } else {
+        if let Some(fields) = intent.as_object_mut() {
+            fields.remove("status");
+        }
+        let created = existing.is_none();
+        let mut object = existing.unwrap_or_else(|| Value::Object(Default::default()));
+        json_patch::merge(&mut object, &intent);
+        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
+            && created
+            && !metadata.contains_key("uid")
+        {
+            let uid = format!("fixture-{}", state.revision + 1);
+            metadata.insert("uid".into(), Value::String(uid));
+        }
+        object
+    };
+    state.store(&request.kind, key, object)
+}
+
+/// Patches the object `request` names.
+fn patch(state: &mut State, request: PatchRequest) -> Result<String, CallError> {
+    let key = key(request.namespace.as_deref(), &request.name);
+    let stored = state
+        .stored(&request.kind, &key)
+        .ok_or_else(|| not_found(&request.kind, &request.name))?;
+    let mut object = stored.value.clone();
+    if request.json_patch {
+        let patch: json_patch::Patch = serde_json::from_value(request.patch)
+            .map_err(|e| CallError::Invalid(format!("not a JSON patch: {e}")))?;
+        json_patch::patch(&mut object, &patch)
+            .map_err(|e| api_error(422, "Invalid", e.to_string()))?;
+    } else {
+        json_patch::merge(&mut object, &request.patch);
+    }
+    let version = object["metadata"]["resourceVersion"].as_str();
+    if version.is_some_and(|v| Some(v) != stored.value["metadata"]["resourceVersion"].as_str()) {
+        return Err(api_error(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} {:?}: the object has been modified",
+                request.kind.kind, request.name
+            ),
+        ));
+    }
+    state.store(&request.kind, key, object)
+}
+
+/// Deletes the object `request` names.
+fn delete(state: &mut State, request: &DeleteRequest) -> Result<(), CallError> {
+    let key = key(request.namespace.as_deref(), &request.name);
+    let stored = state
+        .stored(&request.kind, &key)
+        .ok_or_else(|| not_found(&request.kind, &request.name))?;
+    precondition(&stored.value, "uid", request.uid.as_deref())?;
+    precondition(
+        &stored.value,
+        "resourceVersion",
+        request.resource_version.as_deref(),
+    )?;
+    state.objects_mut(&request.kind).remove(&key);
+    Ok(())
 }
 
 #[cfg(test)]
