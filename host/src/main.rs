@@ -62,7 +62,12 @@ async fn main() -> anyhow::Result<ExitCode> {
             init_debug_logs();
             push::command(&module, &reference, username, &registries).await
         }
-        Command::New { name, dir, sdk } => Ok(scaffold::command(&name, dir, sdk)),
+        Command::New {
+            name,
+            lang,
+            dir,
+            sdk,
+        } => Ok(scaffold::command(&name, lang, dir, sdk)),
     }
 }
 

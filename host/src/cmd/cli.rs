@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::cluster::leader::LeaseTimings;
 use crate::cluster::selector::{is_dns1123_label, is_dns1123_subdomain};
+use crate::cmd::scaffold::Language;
 pub use crate::config::BindAddress;
 use crate::config::{ManagerConfig, parse_duration, parse_quantity};
 use crate::control::queue::Lanes;
@@ -116,15 +117,19 @@ pub enum Command {
         #[arg(long)]
         sharded: bool,
     },
-    /// Creates a Rust guest crate from the template guest (only Rust guests so far).
+    /// Creates a guest project from the template guest of its language: a Rust crate, or a
+    /// JavaScript, Python or Go project whose `build` writes dist/NAME.wasm.
     New {
         /// The controller's name: lowercase letters, digits and '-'.
         name: String,
-        /// Where to create the crate; default: ./NAME.
+        /// The project's language.
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: Language,
+        /// Where to create the project; default: ./NAME.
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// The Rust guest SDK (guests/rust of a kubewasm checkout); default: the one this
-        /// binary was built from.
+        /// The language's guest SDK (guests/<language> of a kubewasm checkout); default: the one
+        /// this binary was built from.
         #[arg(long)]
         sdk: Option<PathBuf>,
     },

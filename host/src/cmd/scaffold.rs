@@ -1,24 +1,95 @@
-//! `kubewasm new`: a new Rust guest crate made from the template guest
-//! (`guests/rust/template`, compiled into the binary), renamed, depending on the Rust guest SDK
-//! and test kit of a kubewasm checkout. Only Rust guests can be created so far.
+//! `kubewasm new`: a new guest project made from the template guest of its language
+//! (`guests/<language>/template`, compiled into the binary), renamed, building against the guest
+//! SDK of a kubewasm checkout and writing its component into its own folder.
 //!
-//! The crate is a workspace of its own, so it builds wherever it is created, and it builds and
-//! passes its tests as created.
+//! A project builds wherever it is created and passes its tests as created: a Rust crate is a
+//! workspace of its own; a JavaScript, Python or Go project has a `build` script that writes
+//! `dist/<name>.wasm` and the native tests of its language.
 
+mod go;
+mod js;
+mod python;
+mod rust;
+
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
+
+use clap::ValueEnum;
 
 use crate::cluster::selector::is_dns1123_label;
 use crate::cmd::fail;
 
-const MANIFEST: &str = include_str!("../../../guests/rust/template/Cargo.toml");
-const LIB: &str = include_str!("../../../guests/rust/template/src/lib.rs");
-const TEST: &str = include_str!("../../../guests/rust/template/tests/reconcile.rs");
+/// The languages a guest project can be created in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Language {
+    /// A Rust crate (cargo).
+    Rust,
+    /// A JavaScript package (node).
+    Js,
+    /// A Python application (pytest).
+    Python,
+    /// A Go module.
+    Go,
+}
 
-/// Why a crate could not be created.
+impl Language {
+    fn name(self) -> &'static str {
+        match self {
+            Language::Rust => "Rust",
+            Language::Js => "JavaScript",
+            Language::Python => "Python",
+            Language::Go => "Go",
+        }
+    }
+
+    /// The SDK's folder in a kubewasm checkout.
+    fn sdk_dir(self) -> &'static str {
+        match self {
+            Language::Rust => "guests/rust",
+            Language::Js => "guests/js",
+            Language::Python => "guests/python",
+            Language::Go => "guests/go",
+        }
+    }
+
+    /// Whether `sdk` holds this language's SDK.
+    fn is_sdk(self, sdk: &Path) -> bool {
+        let file = match self {
+            Language::Rust => "testkit/Cargo.toml",
+            Language::Js => "build-guest",
+            Language::Python => "kubewasm/__init__.py",
+            Language::Go => "componentize",
+        };
+        sdk.join(file).is_file()
+    }
+
+    /// The project's files for the controller `name`, with the SDK at `sdk` (relative to the
+    /// project, or absolute).
+    fn files(self, name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
+        match self {
+            Language::Rust => rust::files(name, sdk),
+            Language::Js => js::files(name, sdk),
+            Language::Python => python::files(name, sdk),
+            Language::Go => go::files(name, sdk),
+        }
+    }
+
+    /// What to run in the project next.
+    fn next(self) -> &'static str {
+        match self {
+            Language::Rust => "cargo test && cargo build --release --target wasm32-wasip2",
+            Language::Js => "npm install && npm test && ./build",
+            Language::Python => "python3 -m pytest && ./build",
+            Language::Go => "go test ./... && ./build",
+        }
+    }
+}
+
+/// Why a project could not be created.
 #[derive(Debug, thiserror::Error)]
 pub enum ScaffoldError {
-    /// The name cannot be both a controller name and a crate name.
+    /// The name cannot be both a controller name and a package name.
     #[error(
         "{0:?} is not a valid name: use lowercase letters, digits and '-', at most 63, starting \
          with a letter and ending with a letter or digit"
@@ -27,12 +98,20 @@ pub enum ScaffoldError {
     /// The folder exists and is not empty.
     #[error("{} already exists and is not empty", .0.display())]
     Exists(PathBuf),
-    /// The SDK folder does not hold the Rust guest SDK.
+    /// The SDK folder does not hold the language's guest SDK.
     #[error(
-        "no Rust guest SDK at {}; pass --sdk with the guests/rust folder of a kubewasm checkout",
-        .0.display()
+        "no {language} guest SDK at {}; pass --sdk with the {folder} folder of a kubewasm \
+         checkout",
+        .path.display()
     )]
-    Sdk(PathBuf),
+    Sdk {
+        /// The language's name.
+        language: &'static str,
+        /// Its SDK's folder in a checkout.
+        folder: &'static str,
+        /// The folder given.
+        path: PathBuf,
+    },
     /// A file or folder could not be written.
     #[error("writing {}: {source}", path.display())]
     Write {
@@ -44,43 +123,60 @@ pub enum ScaffoldError {
     },
 }
 
-/// `kubewasm new`: creates the guest crate `name` in `dir` (default: `./name`) against the SDK
-/// `sdk` (default: [`default_sdk`]), and prints the files written and what to run next.
-pub fn command(name: &str, dir: Option<PathBuf>, sdk: Option<PathBuf>) -> ExitCode {
+/// `kubewasm new`: creates the `language` guest project `name` in `dir` (default: `./name`)
+/// against the SDK `sdk` (default: [`default_sdk`]), and prints the files written and what to
+/// run next.
+pub fn command(
+    name: &str,
+    language: Language,
+    dir: Option<PathBuf>,
+    sdk: Option<PathBuf>,
+) -> ExitCode {
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
-    let sdk = sdk.unwrap_or_else(default_sdk);
-    let files = match create(name, &dir, &sdk) {
+    let sdk = sdk.unwrap_or_else(|| default_sdk(language));
+    let files = match create(name, language, &dir, &sdk) {
         Ok(files) => files,
         Err(error) => return fail(error),
     };
-    println!("created the Rust guest crate {name} in {}:", dir.display());
+    println!(
+        "created the {} guest {name} in {}:",
+        language.name(),
+        dir.display()
+    );
     for file in files {
         println!("  {}", file.display());
     }
-    println!(
-        "next: cd {} && cargo test && cargo build --release --target wasm32-wasip2",
-        dir.display()
-    );
+    println!("next: cd {} && {}", dir.display(), language.next());
     ExitCode::SUCCESS
 }
 
-/// The Rust guest SDK of the checkout this binary was built from.
-pub fn default_sdk() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/rust")
+/// The `language` guest SDK of the checkout this binary was built from.
+pub fn default_sdk(language: Language) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(language.sdk_dir())
 }
 
-/// Creates the guest crate `name` in `dir` (which must not exist or be empty), depending on the
-/// SDK in `sdk` and its test kit in `sdk/testkit`, and returns the files written. The
-/// controller, its package and its label are named `name`, its type in CamelCase.
-pub fn create(name: &str, dir: &Path, sdk: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
+/// Creates the `language` guest project `name` in `dir` (which must not exist or be empty),
+/// building against the SDK in `sdk`, and returns the files written. The controller, its
+/// package and its label are named `name`, its type in CamelCase; a `build` script is made
+/// executable.
+pub fn create(
+    name: &str,
+    language: Language,
+    dir: &Path,
+    sdk: &Path,
+) -> Result<Vec<PathBuf>, ScaffoldError> {
     if !is_dns1123_label(name) || !name.starts_with(|c: char| c.is_ascii_lowercase()) {
         return Err(ScaffoldError::Name(name.to_owned()));
     }
-    let sdk = sdk
-        .canonicalize()
-        .ok()
-        .filter(|sdk| sdk.join("testkit/Cargo.toml").is_file())
-        .ok_or_else(|| ScaffoldError::Sdk(sdk.to_owned()))?;
+    let sdk = (sdk.canonicalize().ok())
+        .filter(|sdk| language.is_sdk(sdk))
+        .ok_or_else(|| ScaffoldError::Sdk {
+            language: language.name(),
+            folder: language.sdk_dir(),
+            path: sdk.to_owned(),
+        })?;
     let write_error = |path: &Path| {
         let path = path.to_owned();
         move |source| ScaffoldError::Write { path, source }
@@ -90,63 +186,32 @@ pub fn create(name: &str, dir: &Path, sdk: &Path) -> Result<Vec<PathBuf>, Scaffo
     }
     std::fs::create_dir_all(dir).map_err(write_error(dir))?;
     let dir_path = dir.canonicalize().map_err(write_error(dir))?;
-    let sdk_path = relative(&dir_path, &sdk);
-    let files = [
-        ("Cargo.toml", manifest(name, &sdk_path)),
-        ("src/lib.rs", rename(LIB, name)),
-        ("tests/reconcile.rs", rename(TEST, name)),
-        ("README.md", readme(name)),
-        (".gitignore", "/target\n".to_owned()),
-    ];
     let mut written = Vec::new();
-    for (file, text) in files {
+    for (file, text) in language.files(name, &relative(&dir_path, &sdk)) {
         let path = dir.join(file);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(write_error(parent))?;
         }
         std::fs::write(&path, text).map_err(write_error(&path))?;
+        if file == "build" {
+            let executable = std::fs::Permissions::from_mode(0o755);
+            std::fs::set_permissions(&path, executable).map_err(write_error(&path))?;
+        }
         written.push(path);
     }
     Ok(written)
 }
 
-/// The template's manifest for crate `name`, with the SDK at `sdk` (relative to the crate).
-fn manifest(name: &str, sdk: &Path) -> String {
-    let sdk = sdk
-        .to_string_lossy()
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"");
-    let manifest = MANIFEST
-        .replace(
-            "name = \"guest-template\"",
-            &format!("name = \"{name}\""),
-        )
-        .replace(
-            "description = \"Minimal kubewasm controller guest: copy this crate to start a new controller\"",
-            &format!("description = \"The {name} kubewasm controller\""),
-        )
-        .replace(
-            "# When copied out of this repository, point `path` at guests/rust of a kubewasm checkout.",
-            "# The Rust guest SDK of a kubewasm checkout, with its typed helpers for built-in kinds\n\
-             # (`Gvk::of::<Deployment>()`, `cache::get_resource`).",
-        )
-        .replace(
-            "kubewasm-guest = { path = \"..\" }",
-            &format!("kubewasm-guest = {{ path = \"{sdk}\", features = [\"k8s-openapi\"] }}"),
-        )
-        .replace(
-            "kubewasm-testkit = { path = \"../testkit\" }",
-            &format!("kubewasm-testkit = {{ path = \"{sdk}/testkit\" }}"),
-        );
-    format!("{manifest}\n# A workspace of its own, wherever the crate is.\n[workspace]\n")
-}
-
-/// Source of the template with the controller renamed to `name`.
-fn rename(source: &str, name: &str) -> String {
+/// Source of a template with its controller renamed from `template` to `name`: the type
+/// (`Template` in CamelCase), the quoted name and the label `kubewasm.dev/<template>`.
+fn rename(source: &str, template: &str, name: &str) -> String {
     source
-        .replace("Template", &camel_case(name))
-        .replace("\"template\"", &format!("\"{name}\""))
-        .replace("kubewasm.dev/template", &format!("kubewasm.dev/{name}"))
+        .replace(&camel_case(template), &camel_case(name))
+        .replace(&format!("\"{template}\""), &format!("\"{name}\""))
+        .replace(
+            &format!("kubewasm.dev/{template}"),
+            &format!("kubewasm.dev/{name}"),
+        )
 }
 
 /// `my-controller` → `MyController`.
@@ -163,27 +228,45 @@ fn camel_case(name: &str) -> String {
         .collect()
 }
 
-fn readme(name: &str) -> String {
-    let wasm = format!(
-        "target/wasm32-wasip2/release/{}.wasm",
-        name.replace('-', "_")
-    );
+/// A `build` script that runs the SDK's `tool` (relative to the SDK `sdk`) with `args`, writing
+/// into the project's `dist/`.
+fn build_script(sdk: &Path, tool: &str, args: &str) -> String {
+    format!(
+        "#!/usr/bin/env bash\n\
+         # Builds this guest into dist/ and prints the component's absolute path as the last line\n\
+         # of stdout.\n\
+         set -euo pipefail\n\
+         here=$(cd \"$(dirname \"${{BASH_SOURCE[0]}}\")\" && pwd)\n\
+         KUBEWASM_OUT_DIR=$here/dist exec {} {args}\n",
+        shell_path(&sdk.join(tool))
+    )
+}
+
+/// `path` quoted for bash, under the script's folder `$here` when relative.
+fn shell_path(path: &Path) -> String {
+    let quoted = format!("'{}'", path.to_string_lossy().replace('\'', r"'\''"));
+    if path.is_absolute() {
+        quoted
+    } else {
+        format!("\"$here\"/{quoted}")
+    }
+}
+
+/// The README of a project: what it is, and the commands that test, build, check and render it.
+fn readme(name: &str, language: Language, commands: &str) -> String {
     format!(
         "# {name}\n\
          \n\
-         A kubewasm controller, created by `kubewasm new` from the Rust guest template. It\n\
-         reconciles ConfigMaps labelled `kubewasm.dev/{name}=true` and logs what it sees: edit\n\
-         `metadata()` and `reconcile()` in `src/lib.rs`.\n\
+         A kubewasm controller, created by `kubewasm new --lang {}` from the {} guest template.\n\
+         It reconciles ConfigMaps labelled `kubewasm.dev/{name}=true` and logs what it sees.\n\
          \n\
-         ```sh\n\
-         cargo test                                     # the component on fixture objects\n\
-         cargo build --release --target wasm32-wasip2   # the component\n\
-         kubewasm check {wasm}\n\
-         kubewasm render {wasm} --object object.yaml --cache cluster/\n\
-         ```\n\
+         ```sh\n{commands}```\n\
          \n\
          `guests/README.md` in the kubewasm checkout walks through writing, testing and running a\n\
-         guest; `guests/rust/README.md` describes the SDK.\n"
+         guest; `{}/README.md` describes the SDK.\n",
+        format!("{language:?}").to_lowercase(),
+        language.name(),
+        language.sdk_dir(),
     )
 }
 
@@ -212,8 +295,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn renames_everything_the_template_names() {
-        let manifest = manifest("hello-world", Path::new("../kubewasm/guests/rust"));
+    fn renames_everything_the_rust_template_names() {
+        let files = rust::files("hello-world", Path::new("../kubewasm/guests/rust"));
+        let file = |name: &str| &files.iter().find(|(f, _)| *f == name).unwrap().1;
+        let manifest = file("Cargo.toml");
         assert!(manifest.contains("name = \"hello-world\"\n"));
         assert!(manifest.contains("description = \"The hello-world kubewasm controller\"\n"));
         assert!(manifest.contains(
@@ -223,43 +308,68 @@ mod tests {
             manifest.contains("kubewasm-testkit = { path = \"../kubewasm/guests/rust/testkit\" }")
         );
         assert!(manifest.ends_with("[workspace]\n"));
-        let lib = rename(LIB, "hello-world");
+        let lib = file("src/lib.rs");
         assert!(lib.contains("pub struct HelloWorld;"));
         assert!(lib.contains("impl Controller for HelloWorld {"));
         assert!(lib.contains("\"hello-world\","));
         assert!(lib.contains("export_controller!(HelloWorld);"));
         assert!(lib.contains("kubewasm.dev/hello-world=true"));
-        let test = rename(TEST, "hello-world");
+        let test = file("tests/reconcile.rs");
         assert!(test.contains("\"kubewasm.dev/hello-world\": \"true\""));
-        for text in [&manifest, &lib, &test] {
+        for text in [manifest, lib, test] {
             assert!(!text.to_lowercase().contains("template"), "{text}");
         }
     }
 
     #[test]
-    fn names_must_suit_a_controller_and_a_crate() {
-        let sdk = default_sdk();
+    fn every_language_renames_its_template_and_builds_into_dist() {
+        for language in [Language::Js, Language::Python, Language::Go] {
+            let files = language.files("hello-world", Path::new("../sdk dir"));
+            let text: String = files.iter().map(|(_, text)| text.as_str()).collect();
+            assert!(text.contains("kubewasm.dev/hello-world"), "{language:?}");
+            assert!(
+                !text.contains("greeter") && !text.contains("Greeter"),
+                "{language:?}: {text}"
+            );
+            let build = &files.iter().find(|(f, _)| *f == "build").unwrap().1;
+            assert!(build.contains("KUBEWASM_OUT_DIR=$here/dist exec \"$here\"/'../sdk dir/"));
+            assert!(build.ends_with(" hello-world\n"), "{build}");
+        }
+        let go = Language::Go.files("hello-world", Path::new("/opt/sdk"));
+        assert!(go[0].1.contains("replace kubewasm.dev/guest => /opt/sdk\n"));
+        assert!(go[4].1.contains("go test ./..."));
+    }
+
+    #[test]
+    fn names_must_suit_a_controller_and_a_package() {
+        let sdk = default_sdk(Language::Rust);
         let dir = std::env::temp_dir().join(format!("kubewasm-scaffold-{}", std::process::id()));
         for name in ["", "Hello", "1st", "a_b", "trailing-", &"x".repeat(64)] {
             assert!(matches!(
-                create(name, &dir, &sdk),
+                create(name, Language::Rust, &dir, &sdk),
                 Err(ScaffoldError::Name(_))
             ));
         }
-        assert!(matches!(
-            create("ok", &dir, &dir),
-            Err(ScaffoldError::Sdk(_))
-        ));
+        for language in [Language::Rust, Language::Js, Language::Python, Language::Go] {
+            let refused = create("ok", language, &dir, &dir).unwrap_err();
+            assert!(matches!(refused, ScaffoldError::Sdk { .. }), "{language:?}");
+            assert!(
+                refused.to_string().contains(language.sdk_dir()),
+                "{refused}"
+            );
+            assert!(language.is_sdk(&default_sdk(language)), "{language:?}");
+        }
         assert!(!dir.exists());
     }
 
     #[test]
-    fn paths_are_relative_to_the_crate() {
+    fn paths_are_relative_to_the_project() {
         let relative = |from: &str, to: &str| relative(Path::new(from), Path::new(to));
         assert_eq!(relative("/a/b/c", "/a/d"), Path::new("../../d"));
         assert_eq!(relative("/a/b", "/c/d"), Path::new("/c/d"));
         assert_eq!(relative("/a", "/a/d/e"), Path::new("d/e"));
         assert_eq!(relative("/a", "/a"), Path::new("."));
         assert_eq!(camel_case("a-b2-cd"), "AB2Cd");
+        assert_eq!(shell_path(Path::new("/it's")), r"'/it'\''s'");
     }
 }

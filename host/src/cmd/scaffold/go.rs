@@ -1,0 +1,45 @@
+//! The Go guest module: the template's package renamed, the SDK through a `replace` directive,
+//! tests run by `go test`.
+
+use std::path::Path;
+
+use super::{Language, build_script, readme, rename};
+
+const MAIN: &str = include_str!("../../../../guests/go/template/main.go");
+const TEST: &str = include_str!("../../../../guests/go/template/main_test.go");
+
+/// The module's files for the controller `name`, with the SDK at `sdk`.
+pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
+    let replace = if sdk.is_absolute() {
+        sdk.display().to_string()
+    } else {
+        format!("./{}", sdk.display())
+    };
+    let module = format!(
+        "module {name}\n\
+         \n\
+         go 1.26\n\
+         \n\
+         require kubewasm.dev/guest v0.0.0\n\
+         \n\
+         // The Go guest SDK of a kubewasm checkout.\n\
+         replace kubewasm.dev/guest => {replace}\n"
+    );
+    let commands = format!(
+        "go test ./...                      # the native tests\n\
+         ./build                            # dist/{name}.wasm\n\
+         kubewasm check dist/{name}.wasm\n\
+         kubewasm render dist/{name}.wasm --object object.yaml --cache cluster/ --diff\n"
+    );
+    vec![
+        ("go.mod", module),
+        ("main.go", rename(MAIN, "greeter", name)),
+        ("main_test.go", rename(TEST, "greeter", name)),
+        (
+            "build",
+            build_script(sdk, "componentize", &format!("\"$here\" {name}")),
+        ),
+        ("README.md", readme(name, Language::Go, &commands)),
+        (".gitignore", "/dist\n".to_owned()),
+    ]
+}

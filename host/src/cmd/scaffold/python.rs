@@ -1,0 +1,51 @@
+//! The Python guest application: the template's `app.py` renamed, a native test run by pytest,
+//! and a `conftest.py` that puts the SDK on the tests' path.
+
+use std::path::Path;
+
+use super::{Language, build_script, camel_case, readme, rename};
+
+const APP: &str = include_str!("../../../../guests/python/template/app.py");
+
+/// The application's files for the controller `name`, with the SDK at `sdk`.
+pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
+    let conftest = format!(
+        "\"\"\"Makes the kubewasm SDK importable by the native tests.\"\"\"\n\
+         \n\
+         import sys\n\
+         from pathlib import Path\n\
+         \n\
+         sys.path.insert(0, str((Path(__file__).parent / {:?}).resolve()))\n",
+        sdk.display().to_string()
+    );
+    let test = format!(
+        "\"\"\"Native tests of the controller: what it declares. Keep decisions in pure functions\n\
+         and test them here.\"\"\"\n\
+         \n\
+         import app\n\
+         \n\
+         \n\
+         def test_declares_its_name_and_primary_kind():\n\
+         \x20   metadata = app.{}().metadata()\n\
+         \x20   assert metadata.name == \"{name}\"\n\
+         \x20   assert metadata.primary.kind.kind == \"ConfigMap\"\n",
+        camel_case(name)
+    );
+    let commands = format!(
+        "python3 -m pytest                  # the native tests\n\
+         ./build                            # dist/{name}.wasm\n\
+         kubewasm check dist/{name}.wasm\n\
+         kubewasm render dist/{name}.wasm --object object.yaml --cache cluster/ --diff\n"
+    );
+    vec![
+        ("app.py", rename(APP, "greeter", name)),
+        ("test_app.py", test),
+        ("conftest.py", conftest),
+        (
+            "build",
+            build_script(sdk, "componentize", &format!("\"$here\" {name}")),
+        ),
+        ("README.md", readme(name, Language::Python, &commands)),
+        (".gitignore", "/dist\n__pycache__/\n".to_owned()),
+    ]
+}
