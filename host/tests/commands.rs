@@ -640,7 +640,7 @@ fn new_creates_a_guest_crate_named_after_the_controller() {
         &target,
     ]);
     assert!(run.ok, "{}", run.stderr);
-    assert_contains(&run.stdout, &["created the Rust guest crate hello-world"]);
+    assert_contains(&run.stdout, &["created the Rust guest hello-world"]);
     let manifest = std::fs::read_to_string(target.join("Cargo.toml")).unwrap();
     assert_contains(&manifest, &["name = \"hello-world\"\n", "[workspace]\n"]);
     let sdk = manifest
