@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use kubewasm::cmd::cli::{Cli, Command, LogFormat};
-use kubewasm::cmd::{check, push, rbac, render, run, scaffold};
+use kubewasm::cmd::{cases, check, push, rbac, render, run, scaffold};
 use tracing_subscriber::EnvFilter;
 
 /// `run` reports errors through anyhow; the guest author's commands print `error: ...` and exit
@@ -61,6 +61,17 @@ async fn main() -> anyhow::Result<ExitCode> {
         } => {
             init_debug_logs();
             push::command(&module, &reference, username, &registries).await
+        }
+        Command::Test {
+            module,
+            cases,
+            update,
+            registries,
+            compiled,
+        } => {
+            init_debug_logs();
+            let loading = (&registries, compiled.cache_dir());
+            Ok(cases::command(&module, &cases, update, loading).await)
         }
         Command::New {
             name,

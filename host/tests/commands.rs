@@ -447,6 +447,64 @@ fn render_diff_says_what_each_write_does_to_the_cached_objects() {
 }
 
 #[test]
+fn test_records_a_case_then_passes_it_and_shows_a_changed_outcome_as_a_diff() {
+    let tmp = scratch("test-cases");
+    let podset = podset();
+    let (object, pods) = podset_of_three(tmp.path(), 2);
+    let cases = tmp.path().join("cases");
+    let case = |replicas: u32| {
+        let object = std::fs::read_to_string(&object)
+            .unwrap()
+            .replace("replicas: 2\n", &format!("replicas: {replicas}\n"));
+        let object: serde_yaml::Value = serde_yaml::from_str(&object).unwrap();
+        let cache: Vec<serde_yaml::Value> =
+            (serde_yaml::Deserializer::from_str(&std::fs::read_to_string(&pods).unwrap()))
+                .map(|d| serde::Deserialize::deserialize(d).unwrap())
+                .collect();
+        let text = serde_yaml::to_string(&serde_json::json!({"object": object, "cache": cache}));
+        write(&cases, "scale-down.yaml", text.unwrap())
+    };
+    let file = case(2);
+    let test = |extra: &[&str]| {
+        let mut args = vec!["test".as_ref(), podset.as_os_str(), cases.as_os_str()];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        kubewasm(args)
+    };
+    let unrecorded = test(&[]);
+    assert!(!unrecorded.ok);
+    assert_contains(&unrecorded.stdout, &["run with --update to record one"]);
+    let recorded = test(&["--update"]);
+    assert!(recorded.ok, "{}{}", recorded.stdout, recorded.stderr);
+    assert_contains(&recorded.stdout, &["0 passed, 1 updated, 0 failed"]);
+    let expect = std::fs::read_to_string(&file).unwrap();
+    assert_contains(
+        &expect,
+        &["expect:\n", "name: pause-a\n", "outcome: done\n"],
+    );
+    let passed = test(&[]);
+    assert!(passed.ok, "{}", passed.stdout);
+    assert_contains(&passed.stdout, &["1 passed, 0 updated, 0 failed"]);
+
+    // One replica: the guest now deletes two pods, where the case expects one.
+    let changed = expect.replacen("replicas: 2\n", "replicas: 1\n", 1);
+    assert_ne!(changed, expect);
+    std::fs::write(&file, changed).unwrap();
+    let failed = test(&[]);
+    assert!(!failed.ok, "{}", failed.stdout);
+    assert_contains(
+        &failed.stdout,
+        &[
+            "FAILED  ",
+            "  writes:\n",
+            "    +     name: pause-b\n",
+            "    -         replicas: 2\n",
+            "    +         replicas: 1\n",
+            "0 passed, 0 updated, 1 failed",
+        ],
+    );
+}
+
+#[test]
 fn render_reads_the_cache_from_files_and_folders() {
     let tmp = scratch("render-cache");
     let dir = tmp.path();

@@ -77,6 +77,26 @@ pub enum Command {
         #[command(flatten)]
         compiled: CompileArgs,
     },
+    /// Runs test cases against a module: each case file (YAML: the object, the cache around
+    /// it, whether to finalize, and what to expect of the writes, logs and result that
+    /// `render` prints) is one call through the host's own call path. Prints one line per case
+    /// and a diff per failure; exits non-zero unless every case passed.
+    Test {
+        /// The module: a .wasm file, or an OCI reference pulled as the host pulls it.
+        module: String,
+        /// Case files, or folders of them (.yaml and .yml).
+        #[arg(required = true)]
+        cases: Vec<PathBuf>,
+        /// Writes what each call renders into its case's `expect` instead of comparing.
+        #[arg(long)]
+        update: bool,
+        /// How registries are reached.
+        #[command(flatten)]
+        registries: RegistryArgs,
+        /// Where compiled modules are kept.
+        #[command(flatten)]
+        compiled: CompileArgs,
+    },
     /// Publishes a module to an OCI registry as a WebAssembly artifact (config
     /// application/vnd.wasm.config.v0+json, one application/wasm layer) and prints the
     /// reference pinned to its digest. Refuses a file that is not a component exporting the

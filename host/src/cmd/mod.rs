@@ -4,6 +4,7 @@
 use std::fmt::Display;
 use std::process::ExitCode;
 
+pub mod cases;
 pub mod changes;
 pub mod check;
 pub mod cli;

@@ -217,12 +217,10 @@ pub async fn render_files(
     source: &ModuleSource,
     (object, cache): (&Path, &[PathBuf]),
     entry: Entry,
-    (registries, compiled): (RegistrySettings, Option<PathBuf>),
+    loading: (RegistrySettings, Option<PathBuf>),
 ) -> Result<Rendered, RenderError> {
-    let runtime = Runtime::deterministic()?.with_compile_cache_in(compiled);
+    let (runtime, module) = load(source, loading).await?;
     let limits = CallLimits::from(crate::config::Limits::default());
-    let (origin, bytes) = source.read(registries).await?;
-    let module = module::load_bytes(&runtime, origin, bytes, &limits).await?;
     let mut objects = read_objects(object)?;
     if objects.len() != 1 {
         return Err(RenderError::NotOne {
@@ -237,6 +235,20 @@ pub async fn render_files(
     }
     let backend = Arc::new(OfflineBackend::new(cached));
     call(&runtime, &module, &backend, &limits, entry, object).await
+}
+
+/// A deterministic runtime and the module (a file, or an artifact pulled as the host pulls
+/// it) loaded on it with the host's default limits, through the compile cache folder of
+/// `loading` if any.
+pub async fn load(
+    source: &ModuleSource,
+    (registries, compiled): (RegistrySettings, Option<PathBuf>),
+) -> Result<(Runtime, Arc<Module>), RenderError> {
+    let runtime = Runtime::deterministic()?.with_compile_cache_in(compiled);
+    let limits = CallLimits::from(crate::config::Limits::default());
+    let (origin, bytes) = source.read(registries).await?;
+    let module = module::load_bytes(&runtime, origin, bytes, &limits).await?;
+    Ok((runtime, module))
 }
 
 /// Stores `object` in `backend` (as a change made outside the guest) and calls `entry` with
@@ -357,11 +369,20 @@ fn read_file(path: &Path) -> Result<Vec<Value>, RenderError> {
             object => vec![object],
         };
         for object in documents {
-            validate(&object).map_err(|message| RenderError::Object { at: at(), message })?;
-            objects.push(as_cached(object));
+            objects.push(fixture(object, &at())?);
         }
     }
     Ok(objects)
+}
+
+/// `object`, read `at` (such as `pods.yaml, document 2`), [as cached](as_cached); an error if
+/// it lacks an `apiVersion`, a `kind` or a `metadata.name`.
+pub fn fixture(object: Value, at: &str) -> Result<Value, RenderError> {
+    validate(&object).map_err(|message| RenderError::Object {
+        at: at.to_owned(),
+        message,
+    })?;
+    Ok(as_cached(object))
 }
 
 /// `Ok` if `object` has an `apiVersion`, a `kind` and a non-empty `metadata.name`.
