@@ -236,12 +236,17 @@ async fn a_ring_under_podset_churn_survives_a_kill_a_join_an_unfetchable_module_
         "--leader-elect-retry-period",
         "1s",
     ];
-    // Started first, the host that runs no guest leads: the sharder is another member.
+    // Started first and leading before the others start, the host that runs no guest leads:
+    // the sharder is another member.
     // A store of its own: the others' store holds the modules they pulled.
     let store = tempfile::tempdir()?;
     let store_dir = store.path().to_str().context("a UTF-8 path")?;
     let own_store = [&args[..], &["--module-store-dir", store_dir]].concat();
     let mut replicas = vec![Replica::start("faults-e", &refusing, &own_store).await?];
+    eventually("faults-e to lead", WAIT, || async {
+        Ok(replicas[0].log().contains("became leader").then_some(()))
+    })
+    .await?;
     for name in ["faults-a", "faults-b", "faults-c"] {
         replicas.push(Replica::start(name, &config, &args).await?);
     }

@@ -46,6 +46,14 @@ fn diff(path: &str, before: Option<&Value>, after: Option<&Value>, fields: &mut 
         && (b.is_some() || a.is_some())
     {
         let keys: BTreeSet<&String> = b.iter().chain(a.iter()).flat_map(|m| m.keys()).collect();
+        if keys.is_empty() && before != after {
+            // An empty object that appears or goes.
+            fields.push(Field {
+                path: path.to_owned(),
+                before: before.cloned(),
+                after: after.cloned(),
+            });
+        }
         for key in keys {
             let (b, a) = (b.and_then(|m| m.get(key)), a.and_then(|m| m.get(key)));
             diff(&child(path, key), b, a, fields);
@@ -195,6 +203,8 @@ mod tests {
             ]
         );
         assert!(fields(&before, &before).is_empty());
+        let empty = fields(&json!({}), &json!({ "spec": {} }));
+        assert_eq!(empty, [field("spec", None, Some(json!({})))]);
     }
 
     #[test]

@@ -336,8 +336,24 @@ mod tests {
             assert!(build.ends_with(" hello-world\n"), "{build}");
         }
         let go = Language::Go.files("hello-world", Path::new("/opt/sdk"));
-        assert!(go[0].1.contains("replace kubewasm.dev/guest => /opt/sdk\n"));
+        assert!(
+            go[0]
+                .1
+                .contains("replace kubewasm.dev/guest => \"/opt/sdk\"\n")
+        );
         assert!(go[4].1.contains("go test ./..."));
+        let go = Language::Go.files("hello-world", Path::new("../sdk dir"));
+        assert!(
+            go[0]
+                .1
+                .contains("replace kubewasm.dev/guest => \"./../sdk dir\"\n")
+        );
+        let python = Language::Python.files("hello-world", Path::new("../e\u{301}\u{a0}"));
+        assert!(
+            python[2]
+                .1
+                .contains("Path(__file__).parent / \"../e\u{301}\u{a0}\")")
+        );
     }
 
     #[test]

@@ -10,11 +10,13 @@ const TEST: &str = include_str!("../../../../guests/go/template/main_test.go");
 
 /// The module's files for the controller `name`, with the SDK at `sdk`.
 pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
-    let replace = if sdk.is_absolute() {
+    let path = if sdk.is_absolute() {
         sdk.display().to_string()
     } else {
         format!("./{}", sdk.display())
     };
+    // Quoted: go.mod reads a path with spaces only as a string literal.
+    let replace = serde_json::to_string(&path).expect("a string serializes");
     let module = format!(
         "module {name}\n\
          \n\

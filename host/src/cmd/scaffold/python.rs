@@ -15,8 +15,9 @@ pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
          import sys\n\
          from pathlib import Path\n\
          \n\
-         sys.path.insert(0, str((Path(__file__).parent / {:?}).resolve()))\n",
-        sdk.display().to_string()
+         sys.path.insert(0, str((Path(__file__).parent / {}).resolve()))\n",
+        // A JSON string is a Python string literal, whatever characters it holds.
+        serde_json::to_string(&sdk.display().to_string()).expect("a string serializes")
     );
     let test = format!(
         "\"\"\"Native tests of the controller: what it declares. Keep decisions in pure functions\n\
