@@ -1,6 +1,6 @@
-//! A guest project made by `kubewasm new` in every language passes its own native tests, builds
-//! from source into its own folder, loads as the host loads it, and reconciles a matching
-//! ConfigMap.
+//! A guest project made by `kubewasm new` in every language passes its own native tests (which
+//! build the component and run `kubewasm test` on its first case), builds from source into its
+//! own folder, loads as the host loads it, and reconciles a matching ConfigMap.
 
 use std::path::Path;
 use std::process::Command;
@@ -20,9 +20,15 @@ fn kubewasm(args: &[&std::ffi::OsStr]) -> Result<String> {
     Ok(String::from_utf8(output.stdout)?)
 }
 
-/// Runs `program ARGS` in `dir`, failing with its output if it fails.
+/// Runs `program ARGS` in `dir`, with this build's `kubewasm` as `$KUBEWASM`, failing with its
+/// output if it fails.
 fn run_in(dir: &Path, program: &str, args: &[&str]) -> Result<()> {
-    let output = Command::new(program).args(args).current_dir(dir).output()?;
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(dir)
+        .env("KUBEWASM", host_binary());
+    let output = command.output()?;
     ensure!(
         output.status.success(),
         "{program} {args:?} failed in {}: {}{}",

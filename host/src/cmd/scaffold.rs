@@ -252,6 +252,30 @@ fn shell_path(path: &Path) -> String {
     }
 }
 
+/// The project's first test case, for `kubewasm test`: a ConfigMap labelled for `name`,
+/// reconciled without a write.
+fn first_case(name: &str) -> String {
+    format!(
+        "# A ConfigMap labelled for {name}: reconciled without a write. Add cases as files here;\n\
+         # `kubewasm test dist/{name}.wasm cases/ --update` records what the component does.\n\
+         object:\n\
+         \x20 apiVersion: v1\n\
+         \x20 kind: ConfigMap\n\
+         \x20 metadata:\n\
+         \x20   name: greeting\n\
+         \x20   namespace: default\n\
+         \x20   labels:\n\
+         \x20     kubewasm.dev/{name}: \"true\"\n\
+         \x20 data:\n\
+         \x20   text: hello\n\
+         cache: []\n\
+         expect:\n\
+         \x20 writes: []\n\
+         \x20 result:\n\
+         \x20   outcome: done\n"
+    )
+}
+
 /// The README of a project: what it is, and the commands that test, build, check and render it.
 fn readme(name: &str, language: Language, commands: &str) -> String {
     format!(
@@ -335,25 +359,24 @@ mod tests {
             assert!(build.contains("KUBEWASM_OUT_DIR=$here/dist exec \"$here\"/'../sdk dir/"));
             assert!(build.ends_with(" hello-world\n"), "{build}");
         }
-        let go = Language::Go.files("hello-world", Path::new("/opt/sdk"));
-        assert!(
-            go[0]
-                .1
-                .contains("replace kubewasm.dev/guest => \"/opt/sdk\"\n")
-        );
-        assert!(go[4].1.contains("go test ./..."));
-        let go = Language::Go.files("hello-world", Path::new("../sdk dir"));
-        assert!(
-            go[0]
-                .1
-                .contains("replace kubewasm.dev/guest => \"./../sdk dir\"\n")
-        );
-        let python = Language::Python.files("hello-world", Path::new("../e\u{301}\u{a0}"));
-        assert!(
-            python[2]
-                .1
-                .contains("Path(__file__).parent / \"../e\u{301}\u{a0}\")")
-        );
+        let file = |language: Language, sdk: &str, name: &str| {
+            let files = language.files("hello-world", Path::new(sdk));
+            (files.into_iter().find(|(f, _)| *f == name).unwrap().1).clone()
+        };
+        let module = file(Language::Go, "/opt/sdk", "go.mod");
+        assert!(module.contains("replace kubewasm.dev/guest => \"/opt/sdk\"\n"));
+        assert!(file(Language::Go, "/opt/sdk", "README.md").contains("go test ./..."));
+        let module = file(Language::Go, "../sdk dir", "go.mod");
+        assert!(module.contains("replace kubewasm.dev/guest => \"./../sdk dir\"\n"));
+        let conftest = file(Language::Python, "../e\u{301}\u{a0}", "conftest.py");
+        assert!(conftest.contains("Path(__file__).parent / \"../e\u{301}\u{a0}\")"));
+        for language in [Language::Js, Language::Python, Language::Go] {
+            let case = file(language, "/opt/sdk", "cases/labelled.yaml");
+            assert!(
+                case.contains("      kubewasm.dev/hello-world: \"true\"\n"),
+                "{case}"
+            );
+        }
     }
 
     #[test]

@@ -3,9 +3,29 @@
 
 use std::path::Path;
 
-use super::{Language, build_script, camel_case, readme, rename};
+use super::{Language, build_script, camel_case, first_case, readme, rename};
 
 const APP: &str = include_str!("../../../../guests/python/template/app.py");
+
+/// A test that builds the component and runs `kubewasm test` on the cases.
+const CASES_TEST: &str = r#""""The component itself on the cases in cases/: built by ./build, run by `kubewasm test`
+(the binary named by $KUBEWASM, else `kubewasm` on the path)."""
+
+import os
+import subprocess
+from pathlib import Path
+
+PROJECT = Path(__file__).parent
+
+
+def test_the_component_passes_its_cases():
+    build = subprocess.run([PROJECT / "build"], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    wasm = build.stdout.strip().splitlines()[-1]
+    kubewasm = os.environ.get("KUBEWASM", "kubewasm")
+    run = subprocess.run([kubewasm, "test", wasm, PROJECT / "cases"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+"#;
 
 /// The application's files for the controller `name`, with the SDK at `sdk`.
 pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
@@ -33,7 +53,7 @@ pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
         camel_case(name)
     );
     let commands = format!(
-        "python3 -m pytest                  # the native tests\n\
+        "python3 -m pytest                  # the native tests, then the cases on the component\n\
          ./build                            # dist/{name}.wasm\n\
          kubewasm check dist/{name}.wasm\n\
          kubewasm render dist/{name}.wasm --object object.yaml --cache cluster/ --diff\n"
@@ -42,6 +62,8 @@ pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
         ("app.py", rename(APP, "greeter", name)),
         ("test_app.py", test),
         ("conftest.py", conftest),
+        ("test_cases.py", CASES_TEST.to_owned()),
+        ("cases/labelled.yaml", first_case(name)),
         (
             "build",
             build_script(sdk, "componentize", &format!("\"$here\" {name}")),
