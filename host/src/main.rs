@@ -34,13 +34,14 @@ async fn main() -> anyhow::Result<ExitCode> {
             cache,
             finalize,
             diff,
+            backtrace,
             registries,
             compiled,
         } => {
             init_debug_logs();
             let files = (object.as_path(), cache.as_slice());
             let compiled = compiled.cache_dir();
-            let how = (finalize, diff);
+            let how = (finalize, diff, backtrace);
             Ok(render::command(&module, files, how, &registries, compiled).await)
         }
         Command::Rbac {
@@ -66,12 +67,13 @@ async fn main() -> anyhow::Result<ExitCode> {
             module,
             cases,
             update,
+            backtrace,
             registries,
             compiled,
         } => {
             init_debug_logs();
             let loading = (&registries, compiled.cache_dir());
-            Ok(cases::command(&module, &cases, update, loading).await)
+            Ok(cases::command(&module, &cases, (update, backtrace), loading).await)
         }
         Command::New {
             name,

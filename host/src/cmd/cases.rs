@@ -29,7 +29,6 @@ use crate::cmd::fail;
 use crate::cmd::render::{self, RenderError};
 use crate::cmd::source::ModuleSource;
 use crate::wasm::dispatch::Entry;
-use crate::wasm::limits::CallLimits;
 use crate::wasm::module::Module;
 use crate::wasm::offline::OfflineBackend;
 use crate::wasm::runtime::Runtime;
@@ -82,11 +81,12 @@ pub enum Verdict {
 
 /// `kubewasm test`: runs every case of `paths` (files, or folders of `.yaml` and `.yml` files)
 /// against `module`, prints one line per case and the diff of each failure, and fails unless
-/// every case passed. With `update`, rewrites each case's `expect` instead.
+/// every case passed. With `update`, rewrites each case's `expect` instead; with `backtrace`, a
+/// trap's message keeps the wasm backtrace.
 pub async fn command(
     module: &str,
     paths: &[PathBuf],
-    update: bool,
+    (update, backtrace): (bool, bool),
     (registries, compiled): (&RegistryArgs, Option<PathBuf>),
 ) -> ExitCode {
     let source = ModuleSource::parse(module);
@@ -101,7 +101,7 @@ pub async fn command(
     };
     let (mut failed, mut updated) = (0, 0);
     for file in &files {
-        match run(&runtime, &module, file, update).await {
+        match run(&runtime, &module, file, (update, backtrace)).await {
             Ok(Verdict::Passed) => println!("ok      {}", file.display()),
             Ok(Verdict::Updated) => {
                 updated += 1;
@@ -154,16 +154,17 @@ pub fn case_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CaseError> {
 }
 
 /// Runs the case in `file` against `module` and compares what it renders with what it
-/// expects, or, with `update`, rewrites its `expect`.
+/// expects, or, with `update`, rewrites its `expect`; with `backtrace`, a trap's message keeps
+/// the wasm backtrace.
 pub async fn run(
     runtime: &Runtime,
     module: &Module,
     file: &Path,
-    update: bool,
+    (update, backtrace): (bool, bool),
 ) -> Result<Verdict, CaseError> {
     let mut case = read(file)?;
     let backend = Arc::new(OfflineBackend::new(case.cache.clone()));
-    let limits = CallLimits::from(crate::config::Limits::default());
+    let limits = render::call_limits(backtrace);
     let object = case.object.clone();
     let rendered = render::call(runtime, module, &backend, &limits, case.entry, object).await?;
     let rendered: Mapping = serde_yaml::from_str(&rendered.to_yaml()).expect("rendered YAML");

@@ -70,6 +70,9 @@ pub enum Command {
         /// field it changes with its value before and after.
         #[arg(long)]
         diff: bool,
+        /// Keeps the wasm backtrace in the message of a trap (the trap alone otherwise).
+        #[arg(long)]
+        backtrace: bool,
         /// How registries are reached.
         #[command(flatten)]
         registries: RegistryArgs,
@@ -90,6 +93,9 @@ pub enum Command {
         /// Writes what each call renders into its case's `expect` instead of comparing.
         #[arg(long)]
         update: bool,
+        /// Keeps the wasm backtrace in the message of a trap (the trap alone otherwise).
+        #[arg(long)]
+        backtrace: bool,
         /// How registries are reached.
         #[command(flatten)]
         registries: RegistryArgs,

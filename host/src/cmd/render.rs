@@ -185,12 +185,12 @@ impl Rendered {
 
 /// `kubewasm render`: prints as YAML what one reconcile (or, with `finalize`, one finalize) of
 /// the object in the file `object` renders, against the objects of `cache`, or with `diff`
-/// what each write did to them. Fails when the call cannot be made; a guest that fails is
+/// what each write did to them; a trap's message keeps the wasm backtrace if `backtrace`. Fails when the call cannot be made; a guest that fails is
 /// rendered.
 pub async fn command(
     module: &str,
     (object, cache): (&Path, &[PathBuf]),
-    (finalize, diff): (bool, bool),
+    (finalize, diff, backtrace): (bool, bool, bool),
     registries: &RegistryArgs,
     compiled: Option<PathBuf>,
 ) -> ExitCode {
@@ -201,7 +201,7 @@ pub async fn command(
     };
     let source = ModuleSource::parse(module);
     let loading = (registries.settings(), compiled);
-    match render_files(&source, (object, cache), entry, loading).await {
+    match render_files(&source, (object, cache), (entry, backtrace), loading).await {
         Ok(rendered) if diff => print!("{}", rendered.to_diff()),
         Ok(rendered) => print!("{}", rendered.to_yaml()),
         Err(error) => return fail(error),
@@ -216,11 +216,11 @@ pub async fn command(
 pub async fn render_files(
     source: &ModuleSource,
     (object, cache): (&Path, &[PathBuf]),
-    entry: Entry,
+    (entry, backtrace): (Entry, bool),
     loading: (RegistrySettings, Option<PathBuf>),
 ) -> Result<Rendered, RenderError> {
     let (runtime, module) = load(source, loading).await?;
-    let limits = CallLimits::from(crate::config::Limits::default());
+    let limits = call_limits(backtrace);
     let mut objects = read_objects(object)?;
     if objects.len() != 1 {
         return Err(RenderError::NotOne {
@@ -235,6 +235,15 @@ pub async fn render_files(
     }
     let backend = Arc::new(OfflineBackend::new(cached));
     call(&runtime, &module, &backend, &limits, entry, object).await
+}
+
+/// The host's default limits of a call; a trap's message keeps the wasm backtrace if
+/// `backtrace`.
+pub fn call_limits(backtrace: bool) -> CallLimits {
+    CallLimits {
+        backtrace,
+        ..CallLimits::default()
+    }
 }
 
 /// A deterministic runtime and the module (a file, or an artifact pulled as the host pulls

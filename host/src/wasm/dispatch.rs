@@ -191,8 +191,7 @@ fn classify(error: wasmtime::Error, limits: &CallLimits, memory_exhausted: bool)
     {
         return Failure::Busy(full.to_string());
     }
-    // The trap's backtrace names guest functions: cut like the guest's own error messages.
-    let message = truncate(format!("{error:#}"), limits.error_bytes);
+    let message = truncate(trap_message(&error, limits.backtrace), limits.error_bytes);
     if memory_exhausted {
         Failure::OutOfMemory(format!(
             "the limit is {} bytes: {message}",
@@ -200,6 +199,19 @@ fn classify(error: wasmtime::Error, limits: &CallLimits, memory_exhausted: bool)
         ))
     } else {
         Failure::Trap(message)
+    }
+}
+
+/// The message of a trap, with the wasm backtrace wasmtime puts before it only if `backtrace`:
+/// frames of the guest's runtime (a dozen for a Python exception) hide what trapped. The
+/// message is cut like the guest's own error messages.
+fn trap_message(error: &wasmtime::Error, backtrace: bool) -> String {
+    let full = format!("{error:#}");
+    match error.downcast_ref::<wasmtime::WasmBacktrace>() {
+        Some(frames) if !backtrace => {
+            (full.strip_prefix(&format!("{frames}: "))).map_or_else(|| full.clone(), str::to_owned)
+        }
+        _ => full,
     }
 }
 
@@ -243,11 +255,12 @@ mod tests {
 
     /// A core module whose `grow` asks for 64 MiB more and whose `trap` traps, run in a store
     /// of the host with a 1 MiB memory limit; returns how `export` failed.
-    async fn fail(export: &str) -> Failure {
+    async fn fail(export: &str, backtrace: bool) -> Failure {
         let runtime = Runtime::new().unwrap();
         let context = CallContext::for_tests("classify");
         let limits = CallLimits {
             memory_bytes: 1 << 20,
+            backtrace,
             ..CallLimits::default()
         };
         let mut store = runtime.store(context, &limits);
@@ -268,15 +281,21 @@ mod tests {
 
     #[tokio::test]
     async fn a_refused_memory_grow_is_out_of_memory_and_other_traps_are_traps() {
-        let failure = fail("grow").await;
+        let failure = fail("grow", false).await;
         assert!(
             matches!(&failure, Failure::OutOfMemory(m) if m.starts_with("the limit is 1048576 bytes")),
             "{failure:?}"
         );
-        let failure = fail("trap").await;
+        let failure = fail("trap", false).await;
         assert!(
-            matches!(&failure, Failure::Trap(m) if m.contains("unreachable")),
-            "{failure:?}"
+            matches!(&failure, Failure::Trap(m) if m.starts_with("wasm trap: wasm `unreachable`")),
+            "the trap alone: {failure:?}"
+        );
+        let failure = fail("trap", true).await;
+        assert!(
+            matches!(&failure, Failure::Trap(m) if m.starts_with("error while executing at wasm backtrace:")
+                && m.ends_with("wasm trap: wasm `unreachable` instruction executed")),
+            "on request, with the backtrace: {failure:?}"
         );
     }
 

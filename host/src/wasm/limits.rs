@@ -47,6 +47,8 @@ pub struct CallLimits {
     pub log_lines_per_second: u32,
     /// Instances of the guest alive at once: its share of the host's pool.
     pub instances: u32,
+    /// Whether a trap's message keeps the wasm backtrace (off: the trap alone).
+    pub backtrace: bool,
 }
 
 impl From<crate::config::Limits> for CallLimits {
@@ -63,6 +65,7 @@ impl From<crate::config::Limits> for CallLimits {
             map_keys: size(limits.map_keys.into()),
             log_lines_per_second: limits.log_lines_per_second,
             instances: limits.instances,
+            backtrace: false,
         }
     }
 }
