@@ -82,13 +82,12 @@ pub struct QueueStats {
 /// more each time one ends: a backlog reaches every worker within a few rounds of reconciles,
 /// while a change arriving meanwhile finds a worker free. Room freed goes to the queues whose
 /// workers waited for it, in the order they first did, so one queue's backlog never holds the
-/// room while another's waits.
+/// room while another's waits; freed room wakes only the workers of the first queue in line, so
+/// a thousand queues waiting cost one wake-up per freed key, not a thousand.
 #[derive(Debug)]
 pub struct Lanes {
     cpus: usize,
     counts: Mutex<Counts>,
-    /// Notified when the room for low-lane keys may have grown, or its turn passed on.
-    freed: Notify,
     /// The id of the next queue that shares these lanes.
     next_queue: AtomicU64,
 }
@@ -99,8 +98,10 @@ struct Counts {
     urgent: usize,
     /// Low-lane keys in flight in every queue.
     backlog: usize,
-    /// The queues with a worker waiting for room, in the order they were first refused it.
-    waiting: VecDeque<u64>,
+    /// The queues with a worker waiting for room, in the order they were first refused it, each
+    /// with what its waiting workers wait on: notified when the room may have grown while it is
+    /// first in line, or when its turn comes.
+    waiting: VecDeque<(u64, Arc<Notify>)>,
     /// Low-lane keys that may be in flight while no key is urgent: as many as the CPUs when
     /// the low lanes start from idle, one more each time one ends.
     ramp: usize,
@@ -116,7 +117,6 @@ impl Lanes {
                 ramp: cpus,
                 ..Counts::default()
             }),
-            freed: Notify::new(),
             next_queue: AtomicU64::new(0),
         })
     }
@@ -136,30 +136,41 @@ impl Lanes {
     }
 
     /// Counts one more low-lane key of `queue` in flight if there is room for it and it is
-    /// `queue`'s turn; else, if `wait`, puts `queue` in line for the room, if it is not yet.
-    fn admit_low(&self, queue: u64, wait: bool) -> bool {
+    /// `queue`'s turn; else, with `wait` (what the queue's workers wait on), puts `queue` in line
+    /// for the room, if it is not yet.
+    fn admit_low(&self, queue: u64, wait: Option<&Arc<Notify>>) -> bool {
         let mut counts = self.counts();
         let room = if counts.urgent > 0 {
             self.cpus.saturating_sub(counts.urgent).max(1)
         } else {
             counts.ramp
         };
-        let turn = counts.waiting.front().is_none_or(|first| *first == queue);
+        let turn = counts
+            .waiting
+            .front()
+            .is_none_or(|(first, _)| *first == queue);
         if !turn || counts.backlog >= room {
-            if wait && !counts.waiting.contains(&queue) {
-                counts.waiting.push_back(queue);
+            if let Some(wait) = wait
+                && !counts.waiting.iter().any(|(waiting, _)| *waiting == queue)
+            {
+                counts.waiting.push_back((queue, wait.clone()));
             }
             return false;
         }
         counts.backlog += 1;
-        let passed_on = counts.waiting.front() == Some(&queue) && {
+        let mut next = None;
+        if counts
+            .waiting
+            .front()
+            .is_some_and(|(first, _)| *first == queue)
+        {
             counts.waiting.pop_front();
             // The next in line may have been refused its turn before this one came.
-            !counts.waiting.is_empty() && counts.backlog < room
-        };
+            next = first_in_line(&counts).filter(|_| counts.backlog < room);
+        }
         drop(counts);
-        if passed_on {
-            self.freed.notify_waiters();
+        if let Some(next) = next {
+            next.notify_waiters();
         }
         true
     }
@@ -176,13 +187,27 @@ impl Lanes {
     /// Takes `queue` out of line: none of its workers waits for room any more.
     fn withdraw(&self, queue: u64) {
         let mut counts = self.counts();
-        let Some(at) = counts.waiting.iter().position(|waiting| *waiting == queue) else {
+        let Some(at) = counts
+            .waiting
+            .iter()
+            .position(|(waiting, _)| *waiting == queue)
+        else {
             return;
         };
         counts.waiting.remove(at);
+        let next = first_in_line(&counts).filter(|_| at == 0);
         drop(counts);
-        if at == 0 {
-            self.freed.notify_waiters();
+        if let Some(next) = next {
+            next.notify_waiters();
+        }
+    }
+
+    /// Wakes the workers of the first queue in line, if any: the room may have grown.
+    fn wake_first(&self, counts: std::sync::MutexGuard<'_, Counts>) {
+        let first = first_in_line(&counts);
+        drop(counts);
+        if let Some(first) = first {
+            first.notify_waiters();
         }
     }
 
@@ -192,8 +217,7 @@ impl Lanes {
             let mut counts = self.counts();
             counts.backlog -= done;
             counts.ramp = counts.ramp.saturating_add(done);
-            drop(counts);
-            self.freed.notify_waiters();
+            self.wake_first(counts);
         }
     }
 
@@ -201,11 +225,15 @@ impl Lanes {
     fn recount_urgent(&self, from: usize, to: usize) {
         let mut counts = self.counts();
         counts.urgent = counts.urgent - from + to;
-        drop(counts);
         if to < from {
-            self.freed.notify_waiters();
+            self.wake_first(counts);
         }
     }
+}
+
+/// What the workers of the first queue in line wait on.
+fn first_in_line(counts: &Counts) -> Option<Arc<Notify>> {
+    counts.waiting.front().map(|(_, room)| room.clone())
 }
 
 struct Dirty<R> {
@@ -247,6 +275,8 @@ struct State<K, R> {
     lanes: Arc<Lanes>,
     /// This queue's id in `lanes`.
     id: u64,
+    /// What its workers blocked on the room in `lanes` wait on, as its place in their line.
+    room: Arc<Notify>,
     /// Front keys handed out in a row while low-lane keys were ready.
     passed_by: u32,
     /// Workers waiting for room in `lanes`: only while one does is the queue in their line.
@@ -401,12 +431,12 @@ impl<K: Clone + Eq + Hash, R> State<K, R> {
         }
         let low_ready = self.ready > self.ready_front;
         let low = if self.ready_front == 0 {
-            if !self.lanes.admit_low(self.id, true) {
+            if !self.lanes.admit_low(self.id, Some(&self.room)) {
                 return None;
             }
             true
         } else {
-            low_ready && self.passed_by >= LOW_SHARE && self.lanes.admit_low(self.id, false)
+            low_ready && self.passed_by >= LOW_SHARE && self.lanes.admit_low(self.id, None)
         };
         self.passed_by = if low {
             0
@@ -451,6 +481,8 @@ pub struct WorkQueue<K, R = ()> {
     state: Mutex<State<K, R>>,
     ready: Notify,
     drained: Notify,
+    /// What the workers blocked on the lanes' room wait on (see [`Lanes`]).
+    room: Arc<Notify>,
     queue_duration: Histogram,
     work_duration: Histogram,
 }
@@ -463,6 +495,7 @@ where
     /// Creates an empty queue with the given backoff settings, sharing `lanes` with the other
     /// queues of its host.
     pub fn new(config: QueueConfig, lanes: Arc<Lanes>) -> Self {
+        let room = Arc::new(Notify::new());
         let state = State {
             high: VecDeque::new(),
             low: VecDeque::new(),
@@ -472,6 +505,7 @@ where
             processing: HashMap::new(),
             running_front: 0,
             id: lanes.next_queue.fetch_add(1, Ordering::Relaxed),
+            room: room.clone(),
             lanes: lanes.clone(),
             passed_by: 0,
             blocked: 0,
@@ -494,6 +528,7 @@ where
             state: Mutex::new(state),
             ready: Notify::new(),
             drained: Notify::new(),
+            room,
             queue_duration: Histogram::new(WORKQUEUE_BUCKETS),
             work_duration: Histogram::new(WORKQUEUE_BUCKETS),
         }
@@ -603,7 +638,7 @@ where
         loop {
             let mut notified = pin!(self.ready.notified());
             notified.as_mut().enable();
-            let mut freed = pin!(self.lanes.freed.notified());
+            let mut freed = pin!(self.room.notified());
             freed.as_mut().enable();
             let step = self.with_state(|st, now| {
                 let step = if st.shut_down {

@@ -460,6 +460,63 @@ async fn room_for_two_goes_to_the_first_two_in_line_whichever_wakes_first() {
     assert_eq!((x_item.unwrap().key, y_item.unwrap().key), ("x1", "y1"));
 }
 
+/// A future that counts how often it is polled: each poll after the first is a wake-up.
+struct Polls<F> {
+    inner: std::pin::Pin<Box<F>>,
+    polls: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl<F: Future> Future for Polls<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        self.polls.fetch_add(1, Ordering::SeqCst);
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn freed_room_wakes_only_the_first_queue_in_line() {
+    // A change in flight leaves the backlog one of two CPUs.
+    let lanes = Lanes::new(2);
+    let (u, c, x, y) = (
+        sharing(&lanes),
+        sharing(&lanes),
+        sharing(&lanes),
+        sharing(&lanes),
+    );
+    u.add("u1", Changed);
+    assert_eq!(take(&u).await.key, "u1");
+    c.add_low("c1", Added);
+    assert_eq!(take(&c).await.key, "c1");
+    x.add_low("x1", Added);
+    let x_waiting = spawn_next(&x);
+    sleep(Duration::from_secs(1)).await;
+    y.add_low("y1", Added);
+    let polls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let y_next = {
+        let y = y.clone();
+        async move { y.next().await }
+    };
+    let y_waiting = tokio::spawn(Polls {
+        inner: Box::pin(y_next),
+        polls: polls.clone(),
+    });
+    sleep(Duration::from_secs(1)).await;
+    let before = polls.load(Ordering::SeqCst);
+    // The room c held goes to x, first in line; y's worker sleeps on.
+    c.done(&"c1");
+    assert_eq!(within(x_waiting).await.unwrap().unwrap().key, "x1");
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(polls.load(Ordering::SeqCst), before, "y's worker was woken");
+    assert!(!y_waiting.is_finished());
+    x.done(&"x1");
+    assert_eq!(within(y_waiting).await.unwrap().unwrap().key, "y1");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_worker_waiting_for_room_takes_a_delayed_key_when_it_is_due() {
     let lanes = Lanes::new(2);
