@@ -21,12 +21,10 @@ async fn main() -> anyhow::Result<ExitCode> {
         Command::Check {
             module,
             config,
-            registries,
-            compiled,
+            loading,
         } => {
             init_debug_logs();
-            let cache = compiled.cache_dir();
-            Ok(check::command(&module, config.as_deref(), &registries, cache).await)
+            Ok(check::command(&module, config.as_deref(), loading.settings()).await)
         }
         Command::Render {
             module,
@@ -35,14 +33,12 @@ async fn main() -> anyhow::Result<ExitCode> {
             finalize,
             diff,
             backtrace,
-            registries,
-            compiled,
+            loading,
         } => {
             init_debug_logs();
             let files = (object.as_path(), cache.as_slice());
-            let compiled = compiled.cache_dir();
             let how = (finalize, diff, backtrace);
-            Ok(render::command(&module, files, how, &registries, compiled).await)
+            Ok(render::command(&module, files, how, loading.settings()).await)
         }
         Command::Rbac {
             config,
@@ -68,12 +64,11 @@ async fn main() -> anyhow::Result<ExitCode> {
             cases,
             update,
             backtrace,
-            registries,
-            compiled,
+            loading,
         } => {
             init_debug_logs();
-            let loading = (&registries, compiled.cache_dir());
-            Ok(cases::command(&module, &cases, (update, backtrace), loading).await)
+            let how = (update, backtrace);
+            Ok(cases::command(&module, &cases, how, loading.settings()).await)
         }
         Command::New {
             name,

@@ -24,12 +24,12 @@ use std::sync::Arc;
 use serde_json::Value;
 use serde_yaml::Mapping;
 
-use crate::cmd::cli::RegistryArgs;
 use crate::cmd::fail;
 use crate::cmd::render::{self, RenderError};
 use crate::cmd::source::ModuleSource;
 use crate::wasm::dispatch::Entry;
 use crate::wasm::module::Module;
+use crate::wasm::oci::RegistrySettings;
 use crate::wasm::offline::OfflineBackend;
 use crate::wasm::runtime::Runtime;
 
@@ -87,10 +87,10 @@ pub async fn command(
     module: &str,
     paths: &[PathBuf],
     (update, backtrace): (bool, bool),
-    (registries, compiled): (&RegistryArgs, Option<PathBuf>),
+    loading: (RegistrySettings, Option<PathBuf>),
 ) -> ExitCode {
     let source = ModuleSource::parse(module);
-    let (runtime, module) = match render::load(&source, (registries.settings(), compiled)).await {
+    let (runtime, module) = match render::load(&source, loading).await {
         Ok(loaded) => loaded,
         Err(error) => return fail(error),
     };

@@ -12,7 +12,6 @@ use kube::api::GroupVersionKind;
 
 use crate::cluster::selection::Selection;
 use crate::cluster::transform::Transform;
-use crate::cmd::cli::RegistryArgs;
 use crate::cmd::fail;
 use crate::cmd::source::{ModuleSource, SourceError};
 use crate::config::{Config, ConfigError, DropRule, ModuleConfig};
@@ -118,11 +117,10 @@ pub struct Report {
 pub async fn command(
     module: &str,
     config: Option<&Path>,
-    registries: &RegistryArgs,
-    compiled: Option<PathBuf>,
+    loading: (RegistrySettings, Option<PathBuf>),
 ) -> ExitCode {
     let source = ModuleSource::parse(module);
-    let report = match check(&source, config, (registries.settings(), compiled)).await {
+    let report = match check(&source, config, loading).await {
         Ok(report) => report,
         Err(error) => return fail(error),
     };

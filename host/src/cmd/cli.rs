@@ -42,12 +42,9 @@ pub enum Command {
         /// A host configuration; the module's entry is found by path, else by name.
         #[arg(long)]
         config: Option<PathBuf>,
-        /// How registries are reached.
+        /// How the module is pulled and where it is kept compiled.
         #[command(flatten)]
-        registries: RegistryArgs,
-        /// Where compiled modules are kept.
-        #[command(flatten)]
-        compiled: CompileArgs,
+        loading: LoadArgs,
     },
     /// Runs one reconcile of an object against fixture objects, without a cluster, and prints
     /// as YAML the writes the guest asked for, its log lines and the result. Deterministic:
@@ -73,12 +70,9 @@ pub enum Command {
         /// Keeps the wasm backtrace in the message of a trap (the trap alone otherwise).
         #[arg(long)]
         backtrace: bool,
-        /// How registries are reached.
+        /// How the module is pulled and where it is kept compiled.
         #[command(flatten)]
-        registries: RegistryArgs,
-        /// Where compiled modules are kept.
-        #[command(flatten)]
-        compiled: CompileArgs,
+        loading: LoadArgs,
     },
     /// Runs test cases against a module: each case file (YAML: the object, the cache around
     /// it, whether to finalize, and what to expect of the writes, logs and result that
@@ -96,12 +90,9 @@ pub enum Command {
         /// Keeps the wasm backtrace in the message of a trap (the trap alone otherwise).
         #[arg(long)]
         backtrace: bool,
-        /// How registries are reached.
+        /// How the module is pulled and where it is kept compiled.
         #[command(flatten)]
-        registries: RegistryArgs,
-        /// Where compiled modules are kept.
-        #[command(flatten)]
-        compiled: CompileArgs,
+        loading: LoadArgs,
     },
     /// Publishes a module to an OCI registry as a WebAssembly artifact (config
     /// application/vnd.wasm.config.v0+json, one application/wasm layer) and prints the
@@ -159,6 +150,24 @@ pub enum Command {
         #[arg(long)]
         sdk: Option<PathBuf>,
     },
+}
+
+/// How `check`, `render` and `test` pull a module and where they keep it compiled.
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// How registries are reached.
+    #[command(flatten)]
+    pub registries: RegistryArgs,
+    /// Where compiled modules are kept.
+    #[command(flatten)]
+    pub compiled: CompileArgs,
+}
+
+impl LoadArgs {
+    /// The registries' settings and the compile cache's folder, if any.
+    pub fn settings(&self) -> (RegistrySettings, Option<PathBuf>) {
+        (self.registries.settings(), self.compiled.cache_dir())
+    }
 }
 
 /// Where `check` and `render` keep compiled modules, so that a module checked or rendered

@@ -20,7 +20,6 @@ use serde_json::Value;
 
 use crate::cluster::selection::kind_of;
 use crate::cmd::changes;
-use crate::cmd::cli::RegistryArgs;
 use crate::cmd::fail;
 use crate::cmd::source::{ModuleSource, SourceError};
 use crate::wasm::backend::{
@@ -191,8 +190,7 @@ pub async fn command(
     module: &str,
     (object, cache): (&Path, &[PathBuf]),
     (finalize, diff, backtrace): (bool, bool, bool),
-    registries: &RegistryArgs,
-    compiled: Option<PathBuf>,
+    loading: (RegistrySettings, Option<PathBuf>),
 ) -> ExitCode {
     let entry = if finalize {
         Entry::Finalize
@@ -200,7 +198,6 @@ pub async fn command(
         Entry::Reconcile
     };
     let source = ModuleSource::parse(module);
-    let loading = (registries.settings(), compiled);
     match render_files(&source, (object, cache), (entry, backtrace), loading).await {
         Ok(rendered) if diff => print!("{}", rendered.to_diff()),
         Ok(rendered) => print!("{}", rendered.to_yaml()),

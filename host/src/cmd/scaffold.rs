@@ -276,8 +276,15 @@ fn first_case(name: &str) -> String {
     )
 }
 
-/// The README of a project: what it is, and the commands that test, build, check and render it.
-fn readme(name: &str, language: Language, commands: &str) -> String {
+/// The README of a project: what it is, and the commands that test it (`tests`, one per line),
+/// build, check and render it.
+fn readme(name: &str, language: Language, tests: &str) -> String {
+    let commands = format!(
+        "{tests}\
+         ./build                            # dist/{name}.wasm\n\
+         kubewasm check dist/{name}.wasm\n\
+         kubewasm render dist/{name}.wasm --object object.yaml --cache cluster/ --diff\n"
+    );
     format!(
         "# {name}\n\
          \n\

@@ -56,12 +56,8 @@ pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
          // The Go guest SDK of a kubewasm checkout.\n\
          replace kubewasm.dev/guest => {replace}\n"
     );
-    let commands = format!(
-        "go test ./...                      # the native tests, then the cases on the component\n\
-         ./build                            # dist/{name}.wasm\n\
-         kubewasm check dist/{name}.wasm\n\
-         kubewasm render dist/{name}.wasm --object object.yaml --cache cluster/ --diff\n"
-    );
+    let tests =
+        "go test ./...                      # the native tests, then the cases on the component\n";
     vec![
         ("go.mod", module),
         ("main.go", rename(MAIN, "greeter", name)),
@@ -72,7 +68,7 @@ pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
             "build",
             build_script(sdk, "componentize", &format!("\"$here\" {name}")),
         ),
-        ("README.md", readme(name, Language::Go, &commands)),
+        ("README.md", readme(name, Language::Go, tests)),
         (".gitignore", "/dist\n".to_owned()),
     ]
 }

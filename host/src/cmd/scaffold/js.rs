@@ -22,13 +22,8 @@ pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
         "dependencies": { "@kubewasm/guest": format!("file:{}", sdk.display()) },
     });
     let package = serde_json::to_string_pretty(&package).expect("a manifest serializes") + "\n";
-    let commands = format!(
-        "npm install                        # links the SDK\n\
-         npm test                           # the pure functions, then the cases on the component\n\
-         ./build                            # dist/{name}.wasm\n\
-         kubewasm check dist/{name}.wasm\n\
-         kubewasm render dist/{name}.wasm --object object.yaml --cache cluster/ --diff\n"
-    );
+    let tests = "npm install                        # links the SDK\n\
+                 npm test                           # the pure functions, then the cases on the component\n";
     vec![
         ("package.json", package),
         ("src/index.js", rename(INDEX, "greeter", name)),
@@ -44,7 +39,7 @@ pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
                 &format!("\"$here/src/index.js\" {name}"),
             ),
         ),
-        ("README.md", readme(name, Language::Js, &commands)),
+        ("README.md", readme(name, Language::Js, tests)),
         (".gitignore", "node_modules\n/dist\n".to_owned()),
     ]
 }

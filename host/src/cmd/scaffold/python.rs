@@ -52,12 +52,8 @@ pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
          \x20   assert metadata.primary.kind.kind == \"ConfigMap\"\n",
         camel_case(name)
     );
-    let commands = format!(
-        "python3 -m pytest                  # the native tests, then the cases on the component\n\
-         ./build                            # dist/{name}.wasm\n\
-         kubewasm check dist/{name}.wasm\n\
-         kubewasm render dist/{name}.wasm --object object.yaml --cache cluster/ --diff\n"
-    );
+    let tests =
+        "python3 -m pytest                  # the native tests, then the cases on the component\n";
     vec![
         ("app.py", rename(APP, "greeter", name)),
         ("test_app.py", test),
@@ -68,7 +64,7 @@ pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
             "build",
             build_script(sdk, "componentize", &format!("\"$here\" {name}")),
         ),
-        ("README.md", readme(name, Language::Python, &commands)),
+        ("README.md", readme(name, Language::Python, tests)),
         (".gitignore", "/dist\n__pycache__/\n".to_owned()),
     ]
 }
