@@ -119,6 +119,19 @@ fn check_prints_what_a_module_declares_and_needs() {
 }
 
 #[test]
+fn a_reader_gone_ends_a_command_as_sigpipe_would_without_a_panic() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["check".as_ref(), podset().as_os_str()])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(141));
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+}
+
+#[test]
 fn check_refuses_what_the_host_would_not_load() {
     let tmp = scratch("check-refuses");
     let dir = tmp.path();

@@ -24,9 +24,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use serde_yaml::Mapping;
 
-use crate::cmd::fail;
 use crate::cmd::render::{self, RenderError};
 use crate::cmd::source::ModuleSource;
+use crate::cmd::{fail, out};
 use crate::wasm::dispatch::Entry;
 use crate::wasm::module::Module;
 use crate::wasm::oci::RegistrySettings;
@@ -102,23 +102,25 @@ pub async fn command(
     let (mut failed, mut updated) = (0, 0);
     for file in &files {
         match run(&runtime, &module, file, (update, backtrace)).await {
-            Ok(Verdict::Passed) => println!("ok      {}", file.display()),
+            Ok(Verdict::Passed) => out(format_args!("ok      {}\n", file.display())),
             Ok(Verdict::Updated) => {
                 updated += 1;
-                println!("updated {}", file.display());
+                out(format_args!("updated {}\n", file.display()));
             }
             Ok(Verdict::Failed(diff)) => {
                 failed += 1;
-                println!("FAILED  {}\n{diff}", file.display());
+                out(format_args!("FAILED  {}\n{diff}\n", file.display()));
             }
             Err(error) => {
                 failed += 1;
-                println!("FAILED  {}\n  {error}", file.display());
+                out(format_args!("FAILED  {}\n  {error}\n", file.display()));
             }
         }
     }
     let passed = files.len() - failed - updated;
-    println!("{passed} passed, {updated} updated, {failed} failed");
+    out(format_args!(
+        "{passed} passed, {updated} updated, {failed} failed\n"
+    ));
     if failed == 0 {
         ExitCode::SUCCESS
     } else {

@@ -12,8 +12,8 @@ use kube::api::GroupVersionKind;
 
 use crate::cluster::selection::Selection;
 use crate::cluster::transform::Transform;
-use crate::cmd::fail;
 use crate::cmd::source::{ModuleSource, SourceError};
+use crate::cmd::{fail, out};
 use crate::config::{Config, ConfigError, DropRule, ModuleConfig};
 use crate::wasm::declaration::{Mapping, Metadata};
 use crate::wasm::limits::CallLimits;
@@ -124,7 +124,7 @@ pub async fn command(
         Ok(report) => report,
         Err(error) => return fail(error),
     };
-    print!("{report}");
+    out(&report);
     if let Some(entry) = report.entry.filter(|_| !report.missing.is_empty()) {
         return fail(format!(
             "the grants of modules[{}] in {} do not give {} what it needs (see missing)",

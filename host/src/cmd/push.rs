@@ -8,8 +8,8 @@ use anyhow::Context;
 use oci_client::secrets::RegistryAuth;
 
 use crate::cmd::cli::RegistryArgs;
-use crate::cmd::fail;
 use crate::cmd::source::{self, SourceError};
+use crate::cmd::{fail, out};
 use crate::wasm::module_store::ModuleStore;
 use crate::wasm::oci::{self, Registries, RegistrySettings};
 
@@ -27,7 +27,7 @@ pub async fn command(
         None => None,
     };
     match push(module, reference, auth, registries.settings()).await {
-        Ok(pinned) => println!("{pinned}"),
+        Ok(pinned) => out(format_args!("{pinned}\n")),
         Err(error) => return Ok(fail(error)),
     }
     Ok(ExitCode::SUCCESS)

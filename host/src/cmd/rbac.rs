@@ -21,8 +21,8 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding, Rol
 use kube::api::{GroupVersionKind, ObjectMeta};
 
 use crate::cmd::check::{self, CheckError};
-use crate::cmd::fail;
 use crate::cmd::source::ModuleSource;
+use crate::cmd::{fail, out};
 use crate::config::{Config, Verb};
 use crate::wasm::compile_cache::CompileCache;
 use crate::wasm::oci::RegistrySettings;
@@ -96,7 +96,7 @@ pub async fn command(
         service_account,
     };
     match for_config(config, modules, &target, sharded).await {
-        Ok(rbac) => print!("{}", rbac.to_yaml()),
+        Ok(rbac) => out(rbac.to_yaml()),
         Err(error) => return fail(error),
     }
     ExitCode::SUCCESS

@@ -20,8 +20,8 @@ use serde_json::Value;
 
 use crate::cluster::selection::kind_of;
 use crate::cmd::changes;
-use crate::cmd::fail;
 use crate::cmd::source::{ModuleSource, SourceError};
+use crate::cmd::{fail, out};
 use crate::wasm::backend::{
     ApplyRequest, DeleteRequest, EventRequest, LogLine, PatchRequest, Scope,
 };
@@ -199,8 +199,8 @@ pub async fn command(
     };
     let source = ModuleSource::parse(module);
     match render_files(&source, (object, cache), (entry, backtrace), loading).await {
-        Ok(rendered) if diff => print!("{}", rendered.to_diff()),
-        Ok(rendered) => print!("{}", rendered.to_yaml()),
+        Ok(rendered) if diff => out(rendered.to_diff()),
+        Ok(rendered) => out(rendered.to_yaml()),
         Err(error) => return fail(error),
     }
     ExitCode::SUCCESS

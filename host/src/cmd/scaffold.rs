@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use clap::ValueEnum;
 
 use crate::cluster::selector::is_dns1123_label;
-use crate::cmd::fail;
+use crate::cmd::{fail, out};
 
 /// The languages a guest project can be created in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -138,15 +138,19 @@ pub fn command(
         Ok(files) => files,
         Err(error) => return fail(error),
     };
-    println!(
-        "created the {} guest {name} in {}:",
+    out(format_args!(
+        "created the {} guest {name} in {}:\n",
         language.name(),
         dir.display()
-    );
+    ));
     for file in files {
-        println!("  {}", file.display());
+        out(format_args!("  {}\n", file.display()));
     }
-    println!("next: cd {} && {}", dir.display(), language.next());
+    out(format_args!(
+        "next: cd {} && {}\n",
+        dir.display(),
+        language.next()
+    ));
     ExitCode::SUCCESS
 }
 
