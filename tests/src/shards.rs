@@ -6,13 +6,13 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::ledger::{self, word};
-use crate::{HostProcess, WAIT, eventually};
+use crate::{HostProcess, WAIT, eventually, is_controlled_by};
 
 /// The sources of the `ledger` guest.
 pub const SOURCES: usize = 24;
@@ -200,6 +200,37 @@ pub async fn converged(
                     .and_then(|c| c.data)
                     .and_then(|d| d.get("value").cloned());
                 if mirrored.as_deref() != Some(value) {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(()))
+        },
+    )
+    .await
+}
+
+/// Waits until every PodSet of `podsets` is labelled by `label` for one of `members`, and every
+/// pod of `pods` it controls for the same member.
+pub async fn podsets_labelled(
+    (podsets, pods): (&Api<DynamicObject>, &Api<Pod>),
+    label: &str,
+    members: &BTreeSet<String>,
+) -> Result<()> {
+    eventually(
+        "every PodSet and pod labelled for a member",
+        WAIT,
+        || async {
+            let listed = podsets.list(&ListParams::default()).await?.items;
+            let pods = pods.list(&ListParams::default()).await?.items;
+            for podset in &listed {
+                let Some(member) = podset.labels().get(label) else {
+                    return Ok(None);
+                };
+                let uid = podset.uid().context("a PodSet has a uid")?;
+                let followed = (pods.iter())
+                    .filter(|pod| is_controlled_by(*pod, &uid))
+                    .all(|pod| pod.labels().get(label) == Some(member));
+                if !members.contains(member) || !followed {
                     return Ok(None);
                 }
             }

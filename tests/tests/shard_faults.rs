@@ -26,11 +26,11 @@ use kube::{Api, ResourceExt};
 use kubewasm_tests::podset::{self, install};
 use kubewasm_tests::registry::{self, push};
 use kubewasm_tests::shards::{
-    Labels, Replica, converged, create_sources, never_at_once, print_logs_if_failed, until_holding,
-    update,
+    Labels, Replica, converged, create_sources, never_at_once, podsets_labelled,
+    print_logs_if_failed, until_holding, update,
 };
 use kubewasm_tests::wasmctl::{crd_applied, watching};
-use kubewasm_tests::{Recorder, WAIT, eventually, guest_wasm, is_controlled_by, wasm_controllers};
+use kubewasm_tests::{Recorder, WAIT, eventually, guest_wasm, wasm_controllers};
 use serde_json::json;
 
 const PODSETS: usize = 12;
@@ -132,23 +132,7 @@ impl PodSets {
             },
         )
         .await?;
-        eventually(
-            "every PodSet and pod labelled for a member",
-            WAIT,
-            || async {
-                let podsets = self.api.list(&ListParams::default()).await?.items;
-                let pods = self.pods.list(&ListParams::default()).await?.items;
-                let followed = podsets.iter().all(|podset| {
-                    let member = podset.labels().get(&self.label);
-                    let uid = podset.uid().unwrap_or_default();
-                    member.is_some_and(|m| members.contains(m))
-                        && (pods.iter().filter(|pod| is_controlled_by(*pod, &uid)))
-                            .all(|pod| pod.labels().get(&self.label) == member)
-                });
-                Ok(followed.then_some(()))
-            },
-        )
-        .await
+        podsets_labelled((&self.api, &self.pods), &self.label, members).await
     }
 
     /// Checks that no PodSet had more pods created than the replicas asked of it allow;

@@ -26,7 +26,7 @@ use kubewasm_tests::podset::{self, install};
 use kubewasm_tests::prometheus::{has, scrape, sum};
 use kubewasm_tests::shards::{
     LABEL, Labels, Replica, converged, create_sources, holders, holding, never_at_once,
-    print_logs_if_failed, until_holding, update,
+    podsets_labelled, print_logs_if_failed, until_holding, update,
 };
 use kubewasm_tests::wasmctl::{
     condition, crd_applied, is, mirrored_by, module_config_map, sources, until_condition,
@@ -34,7 +34,7 @@ use kubewasm_tests::wasmctl::{
 };
 use kubewasm_tests::{
     HostProcess, Recorder, WAIT, apply_yaml_text, control_plane, eventually, free_ports,
-    guest_wasm, is_controlled_by, wasm_controllers, with_started_host,
+    guest_wasm, wasm_controllers, with_started_host,
 };
 use serde_json::json;
 
@@ -122,32 +122,7 @@ impl Cluster {
             &self.seen,
         )
         .await?;
-        eventually(
-            "every PodSet and pod labelled for a member",
-            WAIT,
-            || async {
-                let podsets = self.podsets.list(&ListParams::default()).await?.items;
-                let pods = self.pods.list(&ListParams::default()).await?.items;
-                for podset in &podsets {
-                    let Some(member) = podset.labels().get(PODSET_LABEL) else {
-                        return Ok(None);
-                    };
-                    if !members.contains(member) {
-                        return Ok(None);
-                    }
-                    let uid = podset.uid().context("a PodSet has a uid")?;
-                    let followed = pods
-                        .iter()
-                        .filter(|pod| is_controlled_by(*pod, &uid))
-                        .all(|pod| pod.labels().get(PODSET_LABEL) == Some(member));
-                    if !followed {
-                        return Ok(None);
-                    }
-                }
-                Ok(Some(()))
-            },
-        )
-        .await
+        podsets_labelled((&self.podsets, &self.pods), PODSET_LABEL, members).await
     }
 
     /// Sets every PodSet's replicas.
