@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -25,6 +26,11 @@ use serde_json::{Value, json};
 /// hosts of tests side by side leave each other's alone), every one confined to its namespace.
 fn config(namespace: &str) -> String {
     watching(&[namespace])
+}
+
+/// [`config()`], with reconcile counters that move written to status within a second.
+fn counting(namespace: &str) -> String {
+    format!("{}  statusCountersInterval: 1s\n", config(namespace))
 }
 
 /// A client of the control plane, where the WasmController CRD is applied, and a namespace of
@@ -255,7 +261,7 @@ async fn a_tag_rolls_out_new_digests_refuses_a_broken_one_and_rolls_back_a_faili
 
     with_host_args(
         "controllers-revisions",
-        &config(ns.name()),
+        &counting(ns.name()),
         &[],
         async |_host| {
             let api = wasm_controllers(&client, ns.name());
@@ -560,7 +566,7 @@ async fn wasm_controllers_with_bad_sources_are_refused_and_good_ones_run() -> Re
         until_condition(&api, "private", "Ready", is("True", "Running")).await?;
         // A second controller of the same name is refused; the first, older, keeps running
         // (creation times are in seconds: one created in the same second could be older).
-        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        tokio::time::sleep(Duration::from_millis(1100)).await;
         let spec = json!({
             "module": { "configMap": { "name": "module", "key": "mirror.wasm" } },
             "controllerName": "mirror",
@@ -634,7 +640,7 @@ async fn a_running_controller_is_not_fetched_again_for_its_own_status_writes() -
 
     with_host_args(
         "controllers-quiet",
-        &config(ns.name()),
+        &counting(ns.name()),
         &[],
         async |_host| {
             let api = wasm_controllers(&client, ns.name());
@@ -664,6 +670,58 @@ async fn a_running_controller_is_not_fetched_again_for_its_own_status_writes() -
             Ok(())
         },
     )
+    .await
+}
+
+#[tokio::test]
+async fn counters_that_only_move_reach_status_once_an_interval_and_a_first_failure_at_once()
+-> Result<()> {
+    let (client, ns) = cluster("wasmcoalesce").await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let registry = Registry::start();
+    let pinned = push(
+        &guest_wasm_with("mirror", &["fails"]),
+        &registry.reference("mirror:fails"),
+    )?;
+    let every = Duration::from_secs(30);
+    let config = format!("{}  statusCountersInterval: 30s\n", config(ns.name()));
+
+    with_host_args("controllers-coalesce", &config, &[], async |_host| {
+        let api = wasm_controllers(&client, ns.name());
+        let spec = json!({ "module": { "image": pinned } });
+        api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+            .await?;
+        until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+        // Each failed reconcile moves the counters; retries keep failing for the whole test.
+        sources(&config_maps, &names("failing", 0..5)).await?;
+        let failed = async || -> Result<Option<i64>> {
+            let object = api.get("mirror").await?;
+            Ok(object.data["status"]["reconciles"]["failed"].as_i64())
+        };
+        let first = eventually(
+            "the first failure in status",
+            Duration::from_secs(10),
+            || async { Ok(failed().await?.filter(|n| *n > 0)) },
+        )
+        .await?;
+        let since = Instant::now();
+        // The failures that follow change nothing but numbers: no write for an interval.
+        while since.elapsed() < every - Duration::from_secs(3) {
+            assert_eq!(
+                failed().await?,
+                Some(first),
+                "counters written again {:?} after the first failure",
+                since.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        // Then the failures since reach status.
+        eventually("the counters of the interval", every, || async {
+            Ok(failed().await?.filter(|n| *n > first))
+        })
+        .await?;
+        Ok(())
+    })
     .await
 }
 
@@ -889,7 +947,7 @@ async fn a_paused_controller_stops_until_resumed_and_wrong_worlds_are_refused() 
             // Keys that change while it is paused wait for it.
             let during = names("during", 0..2);
             sources(&config_maps, &during).await?;
-            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
             for name in &during {
                 let mirror = config_maps.get_opt(&format!("{name}-mirror")).await?;
                 ensure!(mirror.is_none(), "{name} was mirrored while paused");
@@ -1001,7 +1059,7 @@ async fn a_registry_that_never_answers_holds_up_no_other_wasm_controller() -> Re
         api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
             .await?;
         // Well within the 60 s a request to the silent registry waits for an answer.
-        let soon = std::time::Duration::from_secs(20);
+        let soon = Duration::from_secs(20);
         eventually("mirror to run while silent waits", soon, || async {
             let object = api.get("mirror").await?;
             Ok(condition(&object, "Ready")

@@ -33,6 +33,9 @@ pub const PLURAL: &str = "wasmcontrollers";
 
 /// How often the host's access is reviewed again when the configuration does not say.
 pub const DEFAULT_REVIEW_INTERVAL: Duration = Duration::from_secs(300);
+/// How often, at most, a controller's reconcile counters alone are written to its status when
+/// the configuration does not say.
+pub const DEFAULT_COUNTERS_INTERVAL: Duration = Duration::from_secs(60);
 /// How many replaced revisions status keeps when the spec does not say.
 pub const DEFAULT_HISTORY_LIMIT: u32 = 10;
 /// How often a tag is resolved again when the spec does not say.
@@ -60,6 +63,9 @@ pub struct ControllersConfig {
     /// How often the host asks the API server again whether it may do what each controller
     /// may; `None` never.
     pub review_interval: Option<Duration>,
+    /// How often, at most, a controller's status is written while only its reconcile counters
+    /// move; a new outcome, error or condition is written at once.
+    pub counters_interval: Duration,
 }
 
 /// The automatic rollback of a new revision.

@@ -44,6 +44,7 @@ struct RawControllers {
     registries: Option<RawRegistries>,
     maxima: Option<maxima::RawMaxima>,
     access_review_interval: Option<String>,
+    status_counters_interval: Option<String>,
 }
 
 /// `controllers.registries` as written.
@@ -152,6 +153,7 @@ fn validate_controllers(raw: Option<RawControllers>) -> Result<ControllersConfig
         return Ok(ControllersConfig {
             max_module_bytes: DEFAULT_MAX_MODULE_BYTES,
             review_interval: Some(controller::DEFAULT_REVIEW_INTERVAL),
+            counters_interval: controller::DEFAULT_COUNTERS_INTERVAL,
             ..ControllersConfig::default()
         });
     };
@@ -182,6 +184,11 @@ fn validate_controllers(raw: Option<RawControllers>) -> Result<ControllersConfig
                     .map_err(|e| invalid("controllers.accessReviewInterval", e))?,
             )
             .filter(|d| !d.is_zero()),
+        },
+        counters_interval: match raw.status_counters_interval {
+            None => controller::DEFAULT_COUNTERS_INTERVAL,
+            Some(text) => parse_duration(&text)
+                .map_err(|e| invalid("controllers.statusCountersInterval", e))?,
         },
     })
 }

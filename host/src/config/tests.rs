@@ -169,6 +169,7 @@ fn minimal_config_gets_defaults() {
             controllers: ControllersConfig {
                 max_module_bytes: DEFAULT_MAX_MODULE_BYTES,
                 review_interval: Some(controller::DEFAULT_REVIEW_INTERVAL),
+                counters_interval: controller::DEFAULT_COUNTERS_INTERVAL,
                 ..ControllersConfig::default()
             },
             modules: vec![ModuleConfig {

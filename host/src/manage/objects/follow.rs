@@ -11,8 +11,9 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 
 use super::Objects;
+use super::status::tally_due;
 use super::status::{recorded_image, tally_status};
-use super::{CHECK_EVERY, ControllerKey, Guests, TALLY_EVERY, jittered, key, named, resource};
+use super::{CHECK_EVERY, ControllerKey, Guests, jittered, key, named, resource};
 
 impl Objects {
     /// Follows every controller object in the configured namespaces (or all), and queues each
@@ -137,7 +138,7 @@ impl Objects {
     }
 
     /// Every second: rolls back each new revision whose reconciles fail too often, and writes
-    /// each object's changed reconcile counters at most every [`TALLY_EVERY`].
+    /// each object's changed reconcile counters as [`tally_due()`] says.
     pub(super) async fn check(self: &Arc<Self>, guests: Weak<dyn Guests>) {
         let mut ticks = tokio::time::interval(CHECK_EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -177,11 +178,8 @@ impl Objects {
                     }
                 }
                 let counters = tally_status(&tally, state);
-                if state
-                    .tally_written
-                    .as_ref()
-                    .is_none_or(|(w, at)| *w != counters && now - *at >= TALLY_EVERY)
-                {
+                let every = self.settings.counters_interval;
+                if tally_due(state.tally_written.as_ref(), &counters, now, every) {
                     state.tally_written = Some((counters.clone(), now));
                     tallies.push((key.clone(), state.uid.clone(), counters));
                 }

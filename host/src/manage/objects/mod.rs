@@ -64,8 +64,6 @@ const FIELD_MANAGER: &str = "kubewasm-host";
 const TALLY_MANAGER: &str = "kubewasm-host-tally";
 /// How often running guests are checked for a failing new revision.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
-/// How often, at most, changed reconcile counters are written to an object's status.
-const TALLY_EVERY: Duration = Duration::from_secs(10);
 /// Who reports the Events on controller objects.
 const REPORTER: &str = "kubewasm.dev/host";
 /// The retries of a failed fetch: backoff doubling from 1 s to 5 minutes per object, with no

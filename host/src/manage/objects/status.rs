@@ -2,7 +2,7 @@
 //! reconcile counters and the last error) and its Events.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
@@ -450,6 +450,37 @@ pub(super) fn tally_status(tally: &Tally, state: &mut State) -> WasmControllerSt
     counters
 }
 
+/// Whether `counters` are to be written now, `written` being the last written and when: at once
+/// when a reader would see more than numbers move (a kind of outcome seen first or no more, a
+/// failing streak starting or ending, another last error or condition), else once `every` has
+/// passed since the last write.
+pub(super) fn tally_due(
+    written: Option<&(WasmControllerStatus, Instant)>,
+    counters: &WasmControllerStatus,
+    now: Instant,
+    every: Duration,
+) -> bool {
+    let Some((written, at)) = written else {
+        return true;
+    };
+    written != counters && (news(written, counters) || now.duration_since(*at) >= every)
+}
+
+/// Whether `new` says more than `old` with its numbers moved.
+fn news(old: &WasmControllerStatus, new: &WasmControllerStatus) -> bool {
+    let started = |count: fn(&Reconciles) -> i64| {
+        let count = |s: &WasmControllerStatus| s.reconciles.as_ref().map_or(0, count);
+        (count(old) == 0) != (count(new) == 0)
+    };
+    let error = |s: &WasmControllerStatus| s.last_error.as_ref().map(|e| e.message.clone());
+    started(|r| r.succeeded)
+        || started(|r| r.requeued)
+        || started(|r| r.failed)
+        || started(|r| r.consecutive_failures)
+        || error(old) != error(new)
+        || old.conditions != new.conditions
+}
+
 pub(super) fn condition(
     kind: &str,
     status: bool,
@@ -464,5 +495,73 @@ pub(super) fn condition(
         message: message.to_owned(),
         observed_generation: Some(generation),
         last_transition_time: Time(Timestamp::now()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters(succeeded: i64, failed: i64, error: Option<&str>) -> WasmControllerStatus {
+        WasmControllerStatus {
+            reconciles: Some(Reconciles {
+                succeeded,
+                requeued: 0,
+                failed,
+                consecutive_failures: failed,
+            }),
+            last_error: error.map(|message| LastError {
+                message: message.to_owned(),
+                time: "2026-11-29T00:00:00Z".to_owned(),
+            }),
+            ..WasmControllerStatus::default()
+        }
+    }
+
+    #[test]
+    fn counters_that_only_move_wait_for_the_interval() {
+        let (every, at) = (Duration::from_secs(60), Instant::now());
+        let written = (counters(3, 0, None), at);
+        let moved = counters(9, 0, None);
+        assert!(!tally_due(
+            Some(&written),
+            &moved,
+            at + Duration::from_secs(59),
+            every
+        ));
+        assert!(tally_due(Some(&written), &moved, at + every, every));
+        assert!(!tally_due(Some(&written), &written.0, at + every, every));
+    }
+
+    #[test]
+    fn what_a_reader_would_see_anew_is_written_at_once() {
+        let (every, at) = (Duration::from_secs(60), Instant::now());
+        let soon = at + Duration::from_secs(1);
+        let due = |old: WasmControllerStatus, new: WasmControllerStatus| {
+            tally_due(Some(&(old, at)), &new, soon, every)
+        };
+        assert!(tally_due(None, &counters(0, 0, None), soon, every));
+        assert!(
+            due(counters(0, 0, None), counters(1, 0, None)),
+            "a first success"
+        );
+        assert!(
+            due(counters(3, 0, None), counters(3, 1, Some("x"))),
+            "a first failure"
+        );
+        assert!(
+            due(counters(3, 2, Some("x")), counters(3, 3, Some("y"))),
+            "another error"
+        );
+        let mut recovered = counters(4, 2, Some("x"));
+        recovered.reconciles.as_mut().unwrap().consecutive_failures = 0;
+        assert!(due(counters(3, 2, Some("x")), recovered), "a streak ended");
+        let mut failing = counters(3, 2, Some("x"));
+        failing.conditions = Some(vec![condition("ShardLabels", false, "WriteFailed", "y", 0)]);
+        assert!(due(counters(3, 2, Some("x")), failing), "a condition");
+        assert!(
+            !due(counters(3, 2, Some("x")), counters(3, 5, Some("x"))),
+            "more of the same"
+        );
     }
 }
