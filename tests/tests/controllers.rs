@@ -726,6 +726,66 @@ async fn counters_that_only_move_reach_status_once_an_interval_and_a_first_failu
 }
 
 #[tokio::test]
+async fn guests_in_many_namespaces_share_the_hosts_access_reviews() -> Result<()> {
+    let client = crd_applied().await?;
+    let mut namespaces = Vec::new();
+    for index in 0..6 {
+        namespaces.push(
+            control_plane()
+                .namespace(&format!("wasmaccess{index}"))
+                .await?,
+        );
+    }
+    let names: Vec<&str> = namespaces.iter().map(|ns| ns.name()).collect();
+    let pinned = push(
+        &guest_wasm("mirror"),
+        &registry::shared().reference("controllers/mirror:access"),
+    )?;
+    let [port] = free_ports()?;
+    let metrics = format!("127.0.0.1:{port}");
+    let args = ["--metrics-bind-address", metrics.as_str()];
+    let reviews = async || -> Result<f64> {
+        let text = kubewasm_tests::prometheus::scrape(metrics.parse()?).await?;
+        Ok(kubewasm_tests::prometheus::sum(
+            &text,
+            "kubewasm_access_reviews_total",
+            |_| true,
+        ))
+    };
+    let run = async |namespace: &str| -> Result<()> {
+        let api = wasm_controllers(&client, namespace);
+        let spec = json!({ "module": { "image": pinned } });
+        api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+            .await?;
+        until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+        Ok(())
+    };
+
+    with_host_args(
+        "controllers-access",
+        &watching(&names),
+        &args,
+        async |_host| {
+            run(names[0]).await?;
+            let one = reviews().await?;
+            ensure!(one > 0.0, "the first guest's needs were reviewed");
+            for namespace in &names[1..] {
+                run(namespace).await?;
+            }
+            // The same needs in five more namespaces: the host's identity may do them in every
+            // namespace, so one review per verb answers all (asked again once its answers age).
+            let six = reviews().await?;
+            ensure!(
+                six <= 2.0 * one,
+                "{six} reviews for six guests, {one} for the first alone"
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+#[tokio::test]
 async fn a_config_map_source_is_loaded_once_it_exists_and_swapped_when_it_changes() -> Result<()> {
     let (client, ns) = cluster("wasmcm").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());

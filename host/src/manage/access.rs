@@ -1,6 +1,16 @@
 //! The host's own access: what the API server lets the host's identity do, asked with
 //! SelfSubjectAccessReviews. A controller object's grants are checked against it before the
 //! controller runs, so that a grant never reaches beyond the host's RBAC.
+//!
+//! Answers are shared by every guest for [`FRESH`]: the host's identity is the same for all, so
+//! the reviews of a thousand guests in one round ask each question once. A question about one
+//! namespace is first asked about every namespace; where that is allowed (a ClusterRole bound
+//! cluster-wide, the usual case), no namespace needs a question of its own.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;
 use k8s_openapi::api::authorization::v1::{
@@ -9,61 +19,147 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Client;
 use kube::api::{Api, PostParams};
 
+use crate::config::Verb;
 use crate::wasm::permissions::Requirement;
 
-/// The part of `needs` the host's identity may not do, one requirement per resource and
-/// namespace with only the verbs denied. Every verb is asked at once.
-pub async fn denied(
-    client: &Client,
-    needs: &[Requirement],
-) -> Result<Vec<Requirement>, kube::Error> {
-    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let asks = needs.iter().flat_map(|need| {
-        let reviews = &reviews;
-        need.verbs.iter().map(move |verb| {
-            let (resource, subresource) = match need.resource.split_once('/') {
-                Some((resource, subresource)) => (resource, Some(subresource.to_owned())),
-                None => (need.resource.as_str(), None),
-            };
-            let review = SelfSubjectAccessReview {
-                spec: SelfSubjectAccessReviewSpec {
-                    resource_attributes: Some(ResourceAttributes {
-                        group: Some(need.api_group.clone()),
-                        resource: Some(resource.to_owned()),
-                        subresource,
-                        verb: Some(verb.as_str().to_owned()),
-                        namespace: need.namespace.clone(),
-                        ..ResourceAttributes::default()
-                    }),
-                    ..SelfSubjectAccessReviewSpec::default()
-                },
-                ..SelfSubjectAccessReview::default()
-            };
-            let reviews = reviews.clone();
-            async move {
-                let answer = reviews.create(&PostParams::default(), &review).await?;
-                let allowed = answer.status.is_some_and(|s| s.allowed);
-                Ok::<_, kube::Error>((need, *verb, allowed))
-            }
-        })
-    });
-    let answers = try_join_all(asks).await?;
-    let mut denied: Vec<Requirement> = Vec::new();
-    for (need, verb, allowed) in answers {
-        if allowed {
-            continue;
-        }
-        match denied.iter_mut().find(|d| {
-            d.api_group == need.api_group
-                && d.resource == need.resource
-                && d.namespace == need.namespace
-        }) {
-            Some(entry) => entry.verbs.push(verb),
-            None => denied.push(Requirement {
-                verbs: vec![verb],
-                ..need.clone()
-            }),
+/// How long an answer is taken as the API server's: long enough for one round of reviews, short
+/// enough that the next round, or a retried load, sees a change of RBAC.
+const FRESH: Duration = Duration::from_secs(10);
+
+/// One question: may the host's identity do `verb` on `resource` in `namespace` (`None`: every
+/// namespace)?
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Question {
+    group: String,
+    /// Plural resource name, with `/subresource` where one is asked about.
+    resource: String,
+    verb: Verb,
+    namespace: Option<String>,
+}
+
+/// An answer and when it came; asked by one caller at a time, so that callers asking together
+/// share one review.
+type Answer = Arc<tokio::sync::Mutex<Option<(bool, Instant)>>>;
+
+/// The host's access, asked of the API server and shared by every guest.
+pub struct Access {
+    client: Client,
+    answers: Mutex<HashMap<Question, Answer>>,
+    /// Reviews sent.
+    reviews: AtomicU64,
+}
+
+impl Access {
+    /// Asks with `client`, the host's own identity.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            answers: Mutex::default(),
+            reviews: AtomicU64::new(0),
         }
     }
-    Ok(denied)
+
+    /// How many reviews were sent.
+    pub fn reviews(&self) -> u64 {
+        self.reviews.load(Ordering::Relaxed)
+    }
+
+    /// The part of `needs` the host's identity may not do, one requirement per resource and
+    /// namespace with only the verbs denied. Every verb is asked at once.
+    pub async fn denied(&self, needs: &[Requirement]) -> Result<Vec<Requirement>, kube::Error> {
+        let asks = needs.iter().flat_map(|need| {
+            need.verbs.iter().map(move |verb| async move {
+                let question = Question {
+                    group: need.api_group.clone(),
+                    resource: need.resource.clone(),
+                    verb: *verb,
+                    namespace: need.namespace.clone(),
+                };
+                Ok::<_, kube::Error>((need, *verb, self.allowed(question).await?))
+            })
+        });
+        let answers = try_join_all(asks).await?;
+        let mut denied: Vec<Requirement> = Vec::new();
+        for (need, verb, allowed) in answers {
+            if allowed {
+                continue;
+            }
+            match denied.iter_mut().find(|d| {
+                d.api_group == need.api_group
+                    && d.resource == need.resource
+                    && d.namespace == need.namespace
+            }) {
+                Some(entry) => entry.verbs.push(verb),
+                None => denied.push(Requirement {
+                    verbs: vec![verb],
+                    ..need.clone()
+                }),
+            }
+        }
+        Ok(denied)
+    }
+
+    /// Whether `question` is allowed: in every namespace, else in its own.
+    async fn allowed(&self, question: Question) -> Result<bool, kube::Error> {
+        if question.namespace.is_some() {
+            let everywhere = Question {
+                namespace: None,
+                ..question.clone()
+            };
+            if self.answer(everywhere).await? {
+                return Ok(true);
+            }
+        }
+        self.answer(question).await
+    }
+
+    /// The answer to `question`, asked of the API server unless a fresh one is known.
+    async fn answer(&self, question: Question) -> Result<bool, kube::Error> {
+        let slot = {
+            let mut answers = self.answers.lock().expect("access answers lock");
+            answers.retain(|_, a| a.try_lock().map_or(true, |a| a.is_some_and(fresh)));
+            answers.entry(question.clone()).or_default().clone()
+        };
+        let mut slot = slot.lock().await;
+        if let Some((allowed, at)) = *slot
+            && fresh((allowed, at))
+        {
+            return Ok(allowed);
+        }
+        let allowed = self.review(&question).await?;
+        *slot = Some((allowed, Instant::now()));
+        Ok(allowed)
+    }
+
+    /// Asks the API server `question` with a SelfSubjectAccessReview.
+    async fn review(&self, question: &Question) -> Result<bool, kube::Error> {
+        let (resource, subresource) = match question.resource.split_once('/') {
+            Some((resource, subresource)) => (resource, Some(subresource.to_owned())),
+            None => (question.resource.as_str(), None),
+        };
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(question.group.clone()),
+                    resource: Some(resource.to_owned()),
+                    subresource,
+                    verb: Some(question.verb.as_str().to_owned()),
+                    namespace: question.namespace.clone(),
+                    ..ResourceAttributes::default()
+                }),
+                ..SelfSubjectAccessReviewSpec::default()
+            },
+            ..SelfSubjectAccessReview::default()
+        };
+        self.reviews.fetch_add(1, Ordering::Relaxed);
+        let answer = Api::<SelfSubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await?;
+        Ok(answer.status.is_some_and(|s| s.allowed))
+    }
+}
+
+/// Whether an answer given at its instant is still taken.
+fn fresh((_, at): (bool, Instant)) -> bool {
+    at.elapsed() < FRESH
 }

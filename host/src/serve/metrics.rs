@@ -117,6 +117,8 @@ pub struct LoadSnapshot {
     pub unloaded: u64,
     /// Modules of controller objects refused, and rollbacks, by reason.
     pub refused: Vec<(&'static str, u64)>,
+    /// SelfSubjectAccessReviews sent about the host's own access.
+    pub access_reviews: u64,
 }
 
 /// Objects carrying the finalizer of a guest no longer running.
@@ -216,6 +218,7 @@ impl Snapshot {
                     .iter()
                     .map(|(reason, n)| (*reason, *n))
                     .collect(),
+                access_reviews: observer.access_reviews(),
             },
             stale_finalizers: stale_finalizers(observer),
             leader: None,
@@ -540,6 +543,11 @@ impl Snapshot {
                 "kubewasm_module_unloads_total",
                 "Guests unloaded because their module file was removed",
                 loads.unloaded,
+            ),
+            (
+                "kubewasm_access_reviews_total",
+                "SelfSubjectAccessReviews sent about the host's own access, its answers shared by every guest",
+                loads.access_reviews,
             ),
         ] {
             out.family(name, Kind::Counter, help);
@@ -997,6 +1005,7 @@ mod tests {
                 rejected: 0,
                 unloaded: 1,
                 refused: vec![("NotPermitted", 2)],
+                access_reviews: 7,
             },
             stale_finalizers: vec![StaleFinalizerSnapshot {
                 guest: "stamp".into(),
@@ -1037,6 +1046,7 @@ mod tests {
             r#"kubewasm_guest_failing{controller="mirror"} 0"#,
             "kubewasm_module_loads_total 2",
             "kubewasm_module_reloads_total 1",
+            "kubewasm_access_reviews_total 7",
             r#"kubewasm_cache_objects{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)",drops="/status"} 9"#,
             r#"kubewasm_cache_lists_total{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)",drops="/status"} 2"#,
             r#"kubewasm_cache_index_entries{group="",version="v1",kind="ConfigMap",namespace="team-a",selector="app in (a,b)",drops="/status"} 12"#,

@@ -96,6 +96,8 @@ struct Shared {
     /// What the API server must allow the host for each object's guest, reviewed again from
     /// time to time.
     needs: Mutex<BTreeMap<GuestKey, Vec<Requirement>>>,
+    /// The host's own access, its answers shared by every guest.
+    access: access::Access,
     tasks: TaskTracker,
     counters: LoadCounters,
     /// Set, under the guest table's lock, once shutdown has begun; no guest is started after it.
@@ -122,7 +124,7 @@ impl Host {
         replica: Replica,
         writer: Gate,
     ) -> Result<Self, HostError> {
-        let resources = Arc::new(Resources::new(client));
+        let resources = Arc::new(Resources::new(client.clone()));
         let shared = Arc::new(Shared {
             runtime,
             informers: Arc::new(Informers::new(resources.clone())),
@@ -134,6 +136,7 @@ impl Host {
             loading: Mutex::default(),
             names: Names::default(),
             needs: Mutex::default(),
+            access: access::Access::new(client),
             tasks: TaskTracker::new(),
             counters: LoadCounters::default(),
             stopping: AtomicBool::new(false),
@@ -231,6 +234,11 @@ impl Observer {
     /// Counters of module loads, reloads, rejections and unloads.
     pub fn load_counters(&self) -> &LoadCounters {
         &self.0.counters
+    }
+
+    /// SelfSubjectAccessReviews sent about the host's own access.
+    pub fn access_reviews(&self) -> u64 {
+        self.0.access.reviews()
     }
 
     /// The informers currently running.
@@ -454,7 +462,9 @@ impl Shared {
         origin: &str,
         needs: &[Requirement],
     ) -> Result<(), HostError> {
-        let denied = access::denied(self.resources.client(), needs)
+        let denied = self
+            .access
+            .denied(needs)
             .await
             .map_err(HostError::AccessReview)?;
         if denied.is_empty() {
