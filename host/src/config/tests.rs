@@ -594,3 +594,14 @@ fn null_is_absent_and_plain_scalars_read_as_strings() {
     assert_eq!(module.limits, Limits::default());
     assert_eq!(module.namespaces, ["123"]);
 }
+
+#[test]
+fn the_status_counters_interval_is_read_and_checked() {
+    let config = parse("controllers: {watch: true, statusCountersInterval: 15s}").unwrap();
+    assert_eq!(
+        config.controllers.counters_interval,
+        Duration::from_secs(15)
+    );
+    let (field, _) = invalid_at("controllers: {watch: true, statusCountersInterval: soon}");
+    assert_eq!(field, "controllers.statusCountersInterval");
+}
