@@ -70,6 +70,13 @@ pub struct Args {
     /// first as the baseline [default: 1,2,3; quick: 1,2].
     #[arg(long, value_delimiter = ',')]
     pub shard_replicas: Option<Vec<usize>>,
+    /// WasmControllers of the density runs, comma-separated: each in a namespace of its own, all
+    /// run by one host [default: 1,100,1000; quick: 1,20].
+    #[arg(long, value_delimiter = ',')]
+    pub density: Option<Vec<usize>>,
+    /// Idle seconds of each density run after convergence [default: 60; quick: 10].
+    #[arg(long)]
+    pub density_idle_seconds: Option<u64>,
     /// Bytes of payload in each source's data.
     #[arg(long, default_value_t = 256)]
     pub payload_bytes: usize,
@@ -139,11 +146,13 @@ pub enum Workload {
     Failover,
     /// kubewasm convergence with the keys shared by sharded replicas.
     Shards,
+    /// kubewasm with many WasmControllers, each confined to a namespace of its own.
+    Density,
 }
 
 impl Workload {
     /// Every workload.
-    pub const ALL: [Workload; 10] = [
+    pub const ALL: [Workload; 11] = [
         Self::Dispatch,
         Self::Namespace,
         Self::Convergence,
@@ -154,6 +163,7 @@ impl Workload {
         Self::Cache,
         Self::Failover,
         Self::Shards,
+        Self::Density,
     ];
 }
 
@@ -198,6 +208,14 @@ pub struct Plan {
     pub shard_objects: Vec<usize>,
     /// Sharded hosts of each sharded convergence run.
     pub shard_replicas: Vec<usize>,
+    /// WasmControllers of each density run.
+    pub density: Vec<usize>,
+    /// Sources in each density run's namespaces.
+    pub density_sources: usize,
+    /// Idle window of each density run.
+    pub density_idle_seconds: u64,
+    /// Updates per second, spread over every controller, of each density run.
+    pub density_rate: u32,
     /// The workloads to run.
     pub workloads: Vec<Workload>,
     /// The controllers to compare.
@@ -252,6 +270,13 @@ impl Plan {
                 .shard_replicas
                 .clone()
                 .unwrap_or_else(|| pick(quick, vec![1, 2], vec![1, 2, 3])),
+            density: args
+                .density
+                .clone()
+                .unwrap_or_else(|| pick(quick, vec![1, 20], vec![1, 100, 1000])),
+            density_sources: 5,
+            density_idle_seconds: args.density_idle_seconds.unwrap_or(pick(quick, 10, 60)),
+            density_rate: 100,
             workloads: args.workloads.clone(),
             implementations: args.implementations.clone(),
         }

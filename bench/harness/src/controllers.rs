@@ -1,6 +1,7 @@
 //! The controllers under test, run as processes: kubewasm hosts, native kube-rs controllers and
 //! controller-runtime controllers, all with concurrency 4.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -95,6 +96,10 @@ pub struct RunOptions {
     /// kubewasm only: take part in leader election on this Lease with client-go's default
     /// timings, and serve the health probes next to /metrics.
     pub election: Option<Election>,
+    /// kubewasm only: the compile cache, if not the launcher's.
+    pub compile_cache: Option<PathBuf>,
+    /// kubewasm only: the replica name (`POD_NAME`) the host writes into status.
+    pub replica: Option<String>,
 }
 
 /// A Lease that candidates for leadership share.
@@ -127,6 +132,11 @@ impl Launcher {
             work: work.to_path_buf(),
             compile_cache: work.join("compiled"),
         }
+    }
+
+    /// The work folder.
+    pub fn work(&self) -> &Path {
+        &self.work
     }
 
     /// The programs under test.
@@ -284,9 +294,25 @@ impl Launcher {
                 entry
             })
             .collect();
+        self.host_with(dir, &json!({ "modules": modules }), options)
+    }
+
+    /// Starts one kubewasm host in `dir` running every WasmController of the cluster, each
+    /// confined to its namespace, and no module file.
+    pub fn controllers_host(&self, dir: &Path, options: &RunOptions) -> Result<Controllers> {
+        self.host_with(dir, &json!({ "controllers": { "watch": true } }), options)
+    }
+
+    /// Starts one kubewasm host in `dir` with the configuration `config`.
+    fn host_with(
+        &self,
+        dir: &Path,
+        config: &serde_json::Value,
+        options: &RunOptions,
+    ) -> Result<Controllers> {
         // JSON is YAML.
-        let config = dir.join("config.yaml");
-        std::fs::write(&config, json!({ "modules": modules }).to_string())?;
+        let path = dir.join("config.yaml");
+        std::fs::write(&path, config.to_string())?;
         let metrics = options
             .metrics
             .map_or_else(|| "0".to_owned(), |address| address.to_string());
@@ -295,12 +321,20 @@ impl Launcher {
             .args(["--log-format", "json", "run", "--kubeconfig"])
             .arg(&self.kubeconfig)
             .arg("--config")
-            .arg(&config)
+            .arg(&path)
             .arg("--compile-cache-dir")
-            .arg(&self.compile_cache)
+            .arg(
+                options
+                    .compile_cache
+                    .as_ref()
+                    .unwrap_or(&self.compile_cache),
+            )
             .args(["--metrics-bind-address", &metrics]);
         if !options.reload {
             command.arg("--no-reload");
+        }
+        if let Some(replica) = &options.replica {
+            command.env("POD_NAME", replica);
         }
         match &options.election {
             Some(election) => {
@@ -381,6 +415,11 @@ impl Controllers {
     /// The summed usage of every process.
     pub fn usage(&self) -> Result<Usage> {
         self.processes.iter().map(|p| procfs::usage(p.pid)).sum()
+    }
+
+    /// Where the first process's resident memory lies, by kind of mapping.
+    pub fn memory_breakdown(&self) -> Result<BTreeMap<String, u64>> {
+        procfs::breakdown(self.processes[0].pid)
     }
 
     /// The log of the first process.

@@ -31,6 +31,8 @@ const ATTEMPTS: u32 = 5;
 /// A source ConfigMap as the harness last wrote it.
 #[derive(Debug, Clone)]
 pub struct Source {
+    /// Its namespace.
+    pub namespace: String,
     /// Its name.
     pub name: String,
     /// Its uid, which its child's controller owner reference must carry.
@@ -99,6 +101,7 @@ pub async fn create_sources(
                         (PAYLOAD_KEY.to_owned(), payload),
                         (SEQ_KEY.to_owned(), "0".to_owned()),
                     ]),
+                    namespace: namespace.to_owned(),
                     name,
                     uid: String::new(),
                 };
@@ -243,6 +246,7 @@ mod tests {
     #[test]
     fn a_bump_changes_only_the_counter() {
         let mut source = Source {
+            namespace: "ns".into(),
             name: "src-00001".into(),
             uid: "u".into(),
             data: BTreeMap::from([

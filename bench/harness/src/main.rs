@@ -104,6 +104,7 @@ async fn main() -> Result<()> {
         cache: Vec::new(),
         failover: Vec::new(),
         shards: Vec::new(),
+        density: Vec::new(),
         errors: Vec::new(),
         ratios: Vec::new(),
     };

@@ -1,5 +1,6 @@
 //! Resource usage of running processes, read from `/proc`.
 
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use anyhow::{Context, Result};
@@ -137,6 +138,57 @@ fn cpu_times(line: &str) -> Option<CpuTimes> {
     })
 }
 
+/// Where the resident memory of process `pid` lies, by kind of mapping, in bytes: the program's
+/// own file, compiled modules mapped from the compile cache (`*.cwasm` files), other files, the
+/// heap, stacks, and anonymous mappings by the size of their reservation (a Wasm linear memory
+/// reserves gigabytes of address space, an allocator arena or thread stack far less).
+pub fn breakdown(pid: u32) -> Result<BTreeMap<String, u64>> {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps"))
+        .with_context(|| format!("reading /proc/{pid}/smaps"))?;
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    Ok(resident_by_kind(&smaps, &exe.to_string_lossy()))
+}
+
+/// [`breakdown`] of the text of an smaps file, `exe` being the program's path.
+fn resident_by_kind(smaps: &str, exe: &str) -> BTreeMap<String, u64> {
+    let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
+    let mut kind = String::new();
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(first) = fields.next() else {
+            continue;
+        };
+        if let Some(rss) = first.strip_prefix("Rss:").map(|_| fields.next()) {
+            let kib: u64 = rss.and_then(|v| v.parse().ok()).unwrap_or(0);
+            *kinds.entry(kind.clone()).or_default() += kib * 1024;
+        } else if first.contains('-') && !first.ends_with(':') {
+            let size = first.split_once('-').and_then(|(start, end)| {
+                Some(u64::from_str_radix(end, 16).ok()? - u64::from_str_radix(start, 16).ok()?)
+            });
+            let path = fields.nth(4).unwrap_or("");
+            kind = mapping_kind(path, exe, size.unwrap_or(0));
+        }
+    }
+    kinds.retain(|_, bytes| *bytes > 0);
+    kinds
+}
+
+/// The kind of a mapping of `path` (empty: anonymous) reserving `size` bytes.
+fn mapping_kind(path: &str, exe: &str, size: u64) -> String {
+    const GIB: u64 = 1 << 30;
+    match path {
+        "" if size >= GIB => "anonymous, reservations of 1 GiB or more (Wasm memories)",
+        "" => "anonymous, smaller reservations (allocator arenas, thread stacks)",
+        "[heap]" => "heap",
+        "[stack]" => "main stack",
+        p if p == exe => "program",
+        p if p.ends_with(".cwasm") => "compiled modules",
+        p if p.starts_with('[') => "kernel",
+        _ => "other files",
+    }
+    .to_owned()
+}
+
 /// `MemAvailable` of `/proc/meminfo`, in bytes.
 pub fn memory_available() -> Result<u64> {
     let info = std::fs::read_to_string("/proc/meminfo")?;
@@ -172,6 +224,32 @@ mod tests {
             total: 1200,
         };
         assert_eq!(later.busy_percent_since(&times), 50.0);
+    }
+
+    #[test]
+    fn resident_memory_is_summed_by_kind_of_mapping() {
+        let smaps = "\
+55d0a000-55d0b000 r-xp 00000000 08:01 12 /usr/bin/kubewasm
+Rss:                   8 kB
+7f0000000000-7f0200000000 rw-p 00000000 00:00 0
+Rss:                 100 kB
+7f0300000000-7f0300100000 rw-p 00000000 00:00 0
+Rss:                  12 kB
+7f0400000000-7f0400010000 r-xp 00000000 08:01 13 /cache/ab.cwasm
+Rss:                  16 kB
+Size:                 64 kB
+";
+        let kinds = resident_by_kind(smaps, "/usr/bin/kubewasm");
+        assert_eq!(kinds["program"], 8 * 1024);
+        assert_eq!(kinds["compiled modules"], 16 * 1024);
+        assert_eq!(
+            kinds["anonymous, reservations of 1 GiB or more (Wasm memories)"],
+            100 * 1024
+        );
+        assert_eq!(
+            kinds["anonymous, smaller reservations (allocator arenas, thread stacks)"],
+            12 * 1024
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use crate::procfs::Usage;
 use crate::workloads::cache::CacheRun;
 use crate::workloads::churn::Churn;
 use crate::workloads::convergence::{CEILING_CONCURRENCY, Convergence};
+use crate::workloads::density::{self, Density};
 use crate::workloads::failover::{Failover, Standby, Stop};
 use crate::workloads::idle::IdleResync;
 use crate::workloads::reload::HotReload;
@@ -36,6 +37,7 @@ pub struct Results {
     pub cache: Vec<CacheRun>,
     pub failover: Vec<Failover>,
     pub shards: Vec<ShardedConvergence>,
+    pub density: Vec<Density>,
     /// Workloads that failed, with their error.
     pub errors: Vec<String>,
     pub ratios: Vec<Ratio>,
@@ -62,7 +64,7 @@ pub enum Target {
 }
 
 impl Ratio {
-    fn new(name: String, value: f64, unit: &'static str, target: Option<Target>) -> Self {
+    pub fn new(name: String, value: f64, unit: &'static str, target: Option<Target>) -> Self {
         let met = target.map(|target| match target {
             Target::AtMost(bound) => value <= bound,
             Target::AtLeast(bound) => value >= bound,
@@ -453,6 +455,13 @@ pub fn ratios(results: &Results) -> Vec<Ratio> {
             }
         }
     }
+    let kube_rs_per_process = results
+        .scale
+        .iter()
+        .filter(|s| s.implementation == KubeRs && !s.extrapolated)
+        .max_by_key(|s| s.processes)
+        .map(|s| s.usage.rss_bytes as f64 / s.processes as f64);
+    density::ratios(&results.density, kube_rs_per_process, &mut targets);
     targets.extend(context);
     targets
 }
@@ -807,6 +816,10 @@ pub fn markdown(results: &Results) -> String {
             }),
         );
     }
+    if !results.density.is_empty() {
+        section(&mut out, "Density");
+        density::table(&mut out, &results.density);
+    }
     if let Some(report) = results.dispatch.as_ref().and_then(|d| d["report"].as_str()) {
         section(&mut out, "Dispatch micro-benchmark");
         out.push_str(&format!("```text\n{}\n```\n", report.trim_end()));
@@ -851,12 +864,12 @@ pub fn markdown(results: &Results) -> String {
 }
 
 /// Starts a `###` section.
-fn section(out: &mut String, title: &str) {
+pub fn section(out: &mut String, title: &str) {
     out.push_str(&format!("\n### {title}\n\n"));
 }
 
 /// A Markdown table; a column whose name starts with `>` is right-aligned.
-fn table(out: &mut String, columns: &[&str], rows: impl IntoIterator<Item = Vec<String>>) {
+pub fn table(out: &mut String, columns: &[&str], rows: impl IntoIterator<Item = Vec<String>>) {
     let names: Vec<&str> = columns.iter().map(|c| c.trim_start_matches('>')).collect();
     let rules: Vec<&str> = columns
         .iter()
@@ -970,6 +983,7 @@ mod tests {
             cache: vec![cache_run()],
             failover: Vec::new(),
             shards: Vec::new(),
+            density: Vec::new(),
             errors: Vec::new(),
             ratios: Vec::new(),
         }

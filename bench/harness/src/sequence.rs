@@ -10,7 +10,7 @@ use crate::cli::Workload;
 use crate::controllers::Implementation;
 use crate::report::{self, Results};
 use crate::workloads::cache::{self, Cacher, Shape};
-use crate::workloads::{churn, convergence, failover, idle, micro, reload, scale, shards};
+use crate::workloads::{churn, convergence, density, failover, idle, micro, reload, scale, shards};
 
 /// A run in progress.
 pub struct Run {
@@ -129,6 +129,10 @@ impl Run {
                     r.shards.extend(runs)
                 })?;
             }
+        }
+        if plan.runs(Workload::Density) && controllers.contains(&Implementation::Kubewasm) {
+            let runs = density::run(bench, repo).await;
+            self.keep("density", runs, |r, runs| r.density.extend(runs))?;
         }
         Ok(())
     }

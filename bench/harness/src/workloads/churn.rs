@@ -3,6 +3,7 @@
 //! watch shows its child with that update (or a later one). The null writer applies each child
 //! itself right after its source.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,7 +73,7 @@ pub async fn run(bench: &Bench, implementation: Implementation) -> Result<Vec<Ch
     for &rate in &bench.plan.churn_rates {
         let window = Duration::from_secs(bench.plan.churn_seconds);
         let null = implementation == Implementation::NullWriter;
-        let load = generate(bench, &namespace, &mut sources, rate, window, null).await?;
+        let load = generate(bench, &mut sources, rate, window, null).await?;
         if let Some(controllers) = controllers.as_mut() {
             controllers.check_running()?;
         }
@@ -100,20 +101,19 @@ pub async fn run(bench: &Bench, implementation: Implementation) -> Result<Vec<Ch
     Ok(results)
 }
 
-/// Updates `sources` round-robin at `rate` per second for `window`, open loop (an update is
-/// sent on schedule whether or not earlier ones were answered; updates of one source are sent
-/// in order), then waits until every source's last update reached its child. With `null`, the
-/// harness applies each child right after its source.
+/// Updates `sources` (of one namespace or several) round-robin at `rate` per second for
+/// `window`, open loop (an update is sent on schedule whether or not earlier ones were answered;
+/// updates of one source are sent in order), then waits until every source's last update reached
+/// its child. With `null`, the harness applies each child right after its source.
 pub async fn generate(
     bench: &Bench,
-    namespace: &str,
     sources: &mut Vec<Source>,
     rate: u32,
     window: Duration,
     null: bool,
 ) -> Result<Load> {
     bench.observer.take_latencies();
-    let api = Api::<ConfigMap>::namespaced(bench.client.clone(), namespace);
+    let namespaces: BTreeSet<String> = sources.iter().map(|s| s.namespace.clone()).collect();
     let shared: Arc<Vec<Mutex<Source>>> = Arc::new(sources.drain(..).map(Mutex::new).collect());
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let total = (f64::from(rate) * window.as_secs_f64()) as usize;
@@ -123,12 +123,13 @@ pub async fn generate(
     for update in 0..total {
         tokio::time::sleep_until(start + period * update as u32).await;
         let permit = in_flight.clone().acquire_owned().await?;
-        let (api, shared, observer) = (api.clone(), shared.clone(), bench.observer.clone());
-        let namespace = namespace.to_owned();
+        let (client, shared, observer) =
+            (bench.client.clone(), shared.clone(), bench.observer.clone());
         tasks.spawn(async move {
             let mut source = shared[update % shared.len()].lock().await;
+            let api = Api::<ConfigMap>::namespaced(client, &source.namespace);
             let seq = load::bump(&mut source);
-            observer.expect(&namespace, &source.name, seq);
+            observer.expect(&source.namespace, &source.name, seq);
             load::apply_source(&api, &source).await?;
             if null {
                 load::apply_child(&api, &source).await?;
@@ -151,15 +152,12 @@ pub async fn generate(
         .into_iter()
         .map(Mutex::into_inner)
         .collect();
+    let behind = || -> usize { namespaces.iter().map(|n| bench.observer.behind(n)).sum() };
     let drained = poll("updates to reach their children", DRAIN, || {
-        Ok((bench.observer.behind(namespace) == 0).then_some(()))
+        Ok((behind() == 0).then_some(()))
     })
     .await;
-    let lost = if drained.is_ok() {
-        0
-    } else {
-        bench.observer.behind(namespace)
-    };
+    let lost = if drained.is_ok() { 0 } else { behind() };
     Ok(Load {
         sent_per_second,
         latencies: bench.observer.take_latencies(),

@@ -3,6 +3,7 @@
 pub mod cache;
 pub mod churn;
 pub mod convergence;
+pub mod density;
 pub mod failover;
 pub mod idle;
 pub mod micro;

@@ -117,7 +117,7 @@ pub async fn run(bench: &Bench, variants: &Variants) -> Result<HotReload> {
     let interval = Duration::from_millis(bench.plan.swap_interval_ms);
     let window = interval * (swaps as u32 + 1);
     let (load, renames) = tokio::join!(
-        churn::generate(bench, &namespace, &mut sources, RATE, window, false),
+        churn::generate(bench, &mut sources, RATE, window, false),
         swap(variants, &module, &staging, metrics, swaps, interval),
     );
     let (load, renames) = (load?, renames?);
