@@ -700,13 +700,14 @@ async fn counters_that_only_move_reach_status_once_an_interval_and_a_first_failu
         };
         let first = eventually(
             "the first failure in status",
-            Duration::from_secs(10),
+            Duration::from_secs(30),
             || async { Ok(failed().await?.filter(|n| *n > 0)) },
         )
         .await?;
         let since = Instant::now();
         // The failures that follow change nothing but numbers: no write for an interval.
-        while since.elapsed() < every - Duration::from_secs(3) {
+        // A margin for the host's check tick and the write's own time before it shows here.
+        while since.elapsed() < every - Duration::from_secs(10) {
             assert_eq!(
                 failed().await?,
                 Some(first),
@@ -769,14 +770,13 @@ async fn guests_in_many_namespaces_share_the_hosts_access_reviews() -> Result<()
             run(names[0]).await?;
             let one = reviews().await?;
             ensure!(one > 0.0, "the first guest's needs were reviewed");
-            for namespace in &names[1..] {
-                run(namespace).await?;
-            }
+            futures::future::try_join_all(names[1..].iter().map(|n| run(n))).await?;
             // The same needs in five more namespaces: the host's identity may do them in every
-            // namespace, so one review per verb answers all (asked again once its answers age).
+            // namespace, so one review per verb answers all (asked again once its answers age,
+            // 10 s). One review per guest would make six times the first guest's.
             let six = reviews().await?;
             ensure!(
-                six <= 2.0 * one,
+                six < 3.0 * one,
                 "{six} reviews for six guests, {one} for the first alone"
             );
             Ok(())

@@ -149,28 +149,68 @@ pub fn breakdown(pid: u32) -> Result<BTreeMap<String, u64>> {
     Ok(resident_by_kind(&smaps, &exe.to_string_lossy()))
 }
 
-/// [`breakdown`] of the text of an smaps file, `exe` being the program's path.
+/// [`breakdown`] of the text of an smaps file, `exe` being the program's path. Anonymous
+/// mappings that follow one another without a gap count as one reservation: a runtime reserves
+/// a region inaccessible and opens parts of it as they are used, which splits it into several
+/// mappings, the resident pages in the small ones.
 fn resident_by_kind(smaps: &str, exe: &str) -> BTreeMap<String, u64> {
-    let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
-    let mut kind = String::new();
+    let mut mappings: Vec<Mapping> = Vec::new();
     for line in smaps.lines() {
         let mut fields = line.split_whitespace();
         let Some(first) = fields.next() else {
             continue;
         };
-        if let Some(rss) = first.strip_prefix("Rss:").map(|_| fields.next()) {
-            let kib: u64 = rss.and_then(|v| v.parse().ok()).unwrap_or(0);
-            *kinds.entry(kind.clone()).or_default() += kib * 1024;
-        } else if first.contains('-') && !first.ends_with(':') {
-            let size = first.split_once('-').and_then(|(start, end)| {
-                Some(u64::from_str_radix(end, 16).ok()? - u64::from_str_radix(start, 16).ok()?)
+        if first == "Rss:" {
+            let kib: u64 = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+            if let Some(last) = mappings.last_mut() {
+                last.rss += kib * 1024;
+            }
+        } else if !first.ends_with(':')
+            && let Some((start, end)) = first.split_once('-')
+            && let (Ok(start), Ok(end)) =
+                (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16))
+        {
+            let path = fields.nth(4).unwrap_or("").to_owned();
+            mappings.push(Mapping {
+                start,
+                end,
+                path,
+                rss: 0,
             });
-            let path = fields.nth(4).unwrap_or("");
-            kind = mapping_kind(path, exe, size.unwrap_or(0));
         }
+    }
+    let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
+    let mut index = 0;
+    while index < mappings.len() {
+        // The run of anonymous mappings without gaps that starts here, or this mapping alone.
+        let mut last = index;
+        while mappings[index].path.is_empty()
+            && mappings
+                .get(last + 1)
+                .is_some_and(|next| next.path.is_empty() && next.start == mappings[last].end)
+        {
+            last += 1;
+        }
+        let run = &mappings[index..=last];
+        let size = run[run.len() - 1].end - run[0].start;
+        let rss: u64 = run.iter().map(|m| m.rss).sum();
+        *kinds
+            .entry(mapping_kind(&run[0].path, exe, size))
+            .or_default() += rss;
+        index = last + 1;
     }
     kinds.retain(|_, bytes| *bytes > 0);
     kinds
+}
+
+/// One line of the mappings of a process.
+struct Mapping {
+    start: u64,
+    end: u64,
+    /// Empty for anonymous memory.
+    path: String,
+    /// Resident bytes.
+    rss: u64,
 }
 
 /// The kind of a mapping of `path` (empty: anonymous) reserving `size` bytes.
@@ -231,8 +271,10 @@ mod tests {
         let smaps = "\
 55d0a000-55d0b000 r-xp 00000000 08:01 12 /usr/bin/kubewasm
 Rss:                   8 kB
-7f0000000000-7f0200000000 rw-p 00000000 00:00 0
+7f0000000000-7f0000100000 rw-p 00000000 00:00 0
 Rss:                 100 kB
+7f0000100000-7f0200000000 ---p 00000000 00:00 0
+Rss:                   0 kB
 7f0300000000-7f0300100000 rw-p 00000000 00:00 0
 Rss:                  12 kB
 7f0400000000-7f0400010000 r-xp 00000000 08:01 13 /cache/ab.cwasm

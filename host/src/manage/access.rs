@@ -25,6 +25,15 @@ use crate::wasm::permissions::Requirement;
 /// How long an answer is taken as the API server's: long enough for one round of reviews, short
 /// enough that the next round, or a retried load, sees a change of RBAC.
 const FRESH: Duration = Duration::from_secs(10);
+/// How long a failed review is taken as the answer of those asking the same question meanwhile,
+/// so that a thousand guests do not each wait for a review of their own when the API server
+/// fails.
+const FRESH_FAILURE: Duration = Duration::from_secs(1);
+/// How long one review may take.
+const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The outcome of a review: whether the question is allowed, or why it could not be asked.
+type Outcome = Result<bool, Arc<kube::Error>>;
 
 /// One question: may the host's identity do `verb` on `resource` in `namespace` (`None`: every
 /// namespace)?
@@ -37,14 +46,14 @@ struct Question {
     namespace: Option<String>,
 }
 
-/// An answer and when it came; asked by one caller at a time, so that callers asking together
+/// An outcome and when it came; asked by one caller at a time, so that callers asking together
 /// share one review.
-type Answer = Arc<tokio::sync::Mutex<Option<(bool, Instant)>>>;
+type Answer = Arc<tokio::sync::Mutex<Option<(Outcome, Instant)>>>;
 
 /// The host's access, asked of the API server and shared by every guest.
 pub struct Access {
     client: Client,
-    answers: Mutex<HashMap<Question, Answer>>,
+    answers: Mutex<Answers>,
     /// Reviews sent.
     reviews: AtomicU64,
 }
@@ -54,7 +63,10 @@ impl Access {
     pub fn new(client: Client) -> Self {
         Self {
             client,
-            answers: Mutex::default(),
+            answers: Mutex::new(Answers {
+                by_question: HashMap::new(),
+                swept: Instant::now(),
+            }),
             reviews: AtomicU64::new(0),
         }
     }
@@ -66,7 +78,10 @@ impl Access {
 
     /// The part of `needs` the host's identity may not do, one requirement per resource and
     /// namespace with only the verbs denied. Every verb is asked at once.
-    pub async fn denied(&self, needs: &[Requirement]) -> Result<Vec<Requirement>, kube::Error> {
+    pub async fn denied(
+        &self,
+        needs: &[Requirement],
+    ) -> Result<Vec<Requirement>, Arc<kube::Error>> {
         let asks = needs.iter().flat_map(|need| {
             need.verbs.iter().map(move |verb| async move {
                 let question = Question {
@@ -75,7 +90,7 @@ impl Access {
                     verb: *verb,
                     namespace: need.namespace.clone(),
                 };
-                Ok::<_, kube::Error>((need, *verb, self.allowed(question).await?))
+                Ok::<_, Arc<kube::Error>>((need, *verb, self.allowed(question).await?))
             })
         });
         let answers = try_join_all(asks).await?;
@@ -100,7 +115,7 @@ impl Access {
     }
 
     /// Whether `question` is allowed: in every namespace, else in its own.
-    async fn allowed(&self, question: Question) -> Result<bool, kube::Error> {
+    async fn allowed(&self, question: Question) -> Outcome {
         if question.namespace.is_some() {
             let everywhere = Question {
                 namespace: None,
@@ -114,21 +129,26 @@ impl Access {
     }
 
     /// The answer to `question`, asked of the API server unless a fresh one is known.
-    async fn answer(&self, question: Question) -> Result<bool, kube::Error> {
-        let slot = {
-            let mut answers = self.answers.lock().expect("access answers lock");
-            answers.retain(|_, a| a.try_lock().map_or(true, |a| a.is_some_and(fresh)));
-            answers.entry(question.clone()).or_default().clone()
-        };
+    async fn answer(&self, question: Question) -> Outcome {
+        let slot = self
+            .answers
+            .lock()
+            .expect("access answers lock")
+            .slot(question.clone());
         let mut slot = slot.lock().await;
-        if let Some((allowed, at)) = *slot
-            && fresh((allowed, at))
+        if let Some((outcome, at)) = &*slot
+            && at.elapsed() < freshness(outcome)
         {
-            return Ok(allowed);
+            return outcome.clone();
         }
-        let allowed = self.review(&question).await?;
-        *slot = Some((allowed, Instant::now()));
-        Ok(allowed)
+        let outcome = match tokio::time::timeout(REVIEW_TIMEOUT, self.review(&question)).await {
+            Ok(outcome) => outcome.map_err(Arc::new),
+            Err(_) => Err(Arc::new(kube::Error::Service(
+                format!("no answer within {REVIEW_TIMEOUT:?}").into(),
+            ))),
+        };
+        *slot = Some((outcome.clone(), Instant::now()));
+        outcome
     }
 
     /// Asks the API server `question` with a SelfSubjectAccessReview.
@@ -159,7 +179,35 @@ impl Access {
     }
 }
 
-/// Whether an answer given at its instant is still taken.
-fn fresh((_, at): (bool, Instant)) -> bool {
-    at.elapsed() < FRESH
+/// How long `outcome` is taken as the answer.
+fn freshness(outcome: &Outcome) -> Duration {
+    if outcome.is_ok() {
+        FRESH
+    } else {
+        FRESH_FAILURE
+    }
+}
+
+/// The answers by question, swept of stale ones at most once per [`FRESH`].
+struct Answers {
+    by_question: HashMap<Question, Answer>,
+    swept: Instant,
+}
+
+impl Answers {
+    /// The slot of `question`, made if there is none.
+    fn slot(&mut self, question: Question) -> Answer {
+        if self.swept.elapsed() >= FRESH {
+            // A slot being asked is locked and kept; an unanswered one is taken again.
+            self.by_question.retain(|_, slot| {
+                slot.try_lock().map_or(true, |answer| {
+                    answer
+                        .as_ref()
+                        .is_some_and(|(outcome, at)| at.elapsed() < freshness(outcome))
+                })
+            });
+            self.swept = Instant::now();
+        }
+        self.by_question.entry(question).or_default().clone()
+    }
 }

@@ -41,7 +41,7 @@ pub enum HostError {
     },
     /// The host's own access could not be reviewed.
     #[error("asking the API server what the host may do: {0}")]
-    AccessReview(#[source] kube::Error),
+    AccessReview(#[source] std::sync::Arc<kube::Error>),
     /// A kind a confined module watches could not be resolved, so its watch cannot be narrowed.
     #[error(
         "{origin}: resolving {kind} to confine its watch to the controller's namespace: {source}"

@@ -10,10 +10,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 
+use crate::config::resource::WasmControllerStatus;
+
 use super::Objects;
-use super::status::tally_due;
-use super::status::{recorded_image, tally_status};
-use super::{CHECK_EVERY, ControllerKey, Guests, jittered, key, named, resource};
+use super::status::{recorded_image, tally_due, tally_status};
+use super::{CHECK_EVERY, ControllerKey, Guests, TALLY_RETRY, jittered, key, named, resource};
 
 impl Objects {
     /// Follows every controller object in the configured namespaces (or all), and queues each
@@ -179,9 +180,10 @@ impl Objects {
                 }
                 let counters = tally_status(&tally, state);
                 let every = self.settings.counters_interval;
-                if tally_due(state.tally_written.as_ref(), &counters, now, every) {
-                    state.tally_written = Some((counters.clone(), now));
-                    tallies.push((key.clone(), state.uid.clone(), counters));
+                let retry = state.tally_retry.is_none_or(|at| now >= at);
+                if retry && tally_due(state.tally_written.as_ref(), &counters, now, every) {
+                    let previous = state.tally_written.replace((counters.clone(), now));
+                    tallies.push((key.clone(), state.uid.clone(), counters, previous));
                 }
             }
             self.sources.registries().store().name(named(&states));
@@ -189,9 +191,31 @@ impl Objects {
             for key in bad {
                 self.work.add(key, ());
             }
-            for (key, uid, counters) in tallies {
-                self.write_tally(&key, uid, counters).await;
+            for (key, uid, counters, previous) in tallies {
+                if !self.write_tally(&key, uid, counters.clone()).await {
+                    self.unwritten(&key, &counters, previous).await;
+                }
             }
+        }
+    }
+
+    /// Takes `counters` of `key` as not written, unless newer ones were since: `previous` is
+    /// what status holds, and the counters are tried again after [`TALLY_RETRY`].
+    async fn unwritten(
+        &self,
+        key: &ControllerKey,
+        counters: &WasmControllerStatus,
+        previous: Option<(WasmControllerStatus, Instant)>,
+    ) {
+        let mut states = self.states.lock().await;
+        if let Some(state) = states.get_mut(key)
+            && state
+                .tally_written
+                .as_ref()
+                .is_some_and(|(w, _)| w == counters)
+        {
+            state.tally_written = previous;
+            state.tally_retry = Some(Instant::now() + TALLY_RETRY);
         }
     }
 

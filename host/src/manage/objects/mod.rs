@@ -64,6 +64,8 @@ const FIELD_MANAGER: &str = "kubewasm-host";
 const TALLY_MANAGER: &str = "kubewasm-host-tally";
 /// How often running guests are checked for a failing new revision.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How long after a failed write of the reconcile counters they are tried again.
+const TALLY_RETRY: Duration = Duration::from_secs(10);
 /// Who reports the Events on controller objects.
 const REPORTER: &str = "kubewasm.dev/host";
 /// The retries of a failed fetch: backoff doubling from 1 s to 5 minutes per object, with no
@@ -162,6 +164,8 @@ struct State {
     probation: Option<Probation>,
     /// The counters last written to its status, and when.
     tally_written: Option<(WasmControllerStatus, Instant)>,
+    /// Not before when counters are written again, after a failed write.
+    tally_retry: Option<Instant>,
     /// When its guest's last error was first seen, and the error.
     last_error: Option<(String, String)>,
     /// The module last refused for good (`sha256:...`) and the generation of the spec: the

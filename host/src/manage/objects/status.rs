@@ -200,13 +200,13 @@ impl Objects {
     }
 
     /// Writes the reconcile counters and last error of `key`'s status, if the object still has
-    /// `uid`.
+    /// `uid`; whether they were written (not while this replica may not write).
     pub(super) async fn write_tally(
         &self,
         key: &ControllerKey,
         uid: Option<String>,
         counters: WasmControllerStatus,
-    ) {
+    ) -> bool {
         let patch = json!({
             "apiVersion": format!("{}/{}", controller::GROUP, controller::VERSION),
             "kind": controller::KIND,
@@ -214,16 +214,17 @@ impl Objects {
             "status": counters,
         });
         if !self.gate.is_open() {
-            return;
+            return false;
         }
         let params = PatchParams::apply(TALLY_MANAGER).force();
-        if let Err(error) = self
+        let written = self
             .api(&key.0)
             .patch_status(&key.1, &params, &Patch::Apply(&patch))
-            .await
-        {
+            .await;
+        if let Err(error) = &written {
             tracing::debug!(namespace = %key.0, name = %key.1, %error, "writing a WasmController's reconcile counters");
         }
+        written.is_ok()
     }
 
     /// Writes a status that [`status_patch()`] made, with no lock held: a slow API server delays only
