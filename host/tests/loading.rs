@@ -40,3 +40,23 @@ async fn modules_of_the_same_bytes_share_their_compiled_code_while_one_is_alive(
         "once no module holds it, the component is compiled again"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modules_of_the_same_bytes_loaded_at_once_share_one_compiled_component() {
+    let bytes = std::fs::read(podset()).unwrap();
+    let runtime = Runtime::new().unwrap();
+    let limits = CallLimits::default();
+    // As a host starting with many WasmControllers of one image loads them all together.
+    let loads = (0..4).map(|index| {
+        module::load_bytes(&runtime, format!("object-{index}"), bytes.clone(), &limits)
+    });
+    let modules = futures::future::try_join_all(loads).await.unwrap();
+    for module in &modules[1..] {
+        assert!(
+            Arc::ptr_eq(&modules[0].pre, &module.pre),
+            "one component for all"
+        );
+    }
+    let compiled = modules.iter().filter(|m| !m.from_cache).count();
+    assert_eq!(compiled, 1, "one load compiles, the others wait for it");
+}

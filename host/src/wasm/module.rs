@@ -120,7 +120,18 @@ pub async fn load_bytes(
     let digest = sha256_hex(&bytes);
     let (pre, from_cache) = match runtime.linked(&digest) {
         Some(pre) => (pre, true),
-        None => link(runtime, &origin, bytes, &digest).await?,
+        None => {
+            // Loads of the same bytes at once wait for the first: one compiled copy for all.
+            let _linking = runtime.linking(&digest).await;
+            match runtime.linked(&digest) {
+                Some(pre) => (pre, true),
+                None => {
+                    let (pre, cached) = link(runtime, &origin, bytes, &digest).await?;
+                    runtime.share(&digest, &pre);
+                    (pre, cached)
+                }
+            }
+        }
     };
     let declared = read_metadata(runtime, &pre, limits)
         .await
@@ -132,7 +143,6 @@ pub async fn load_bytes(
         origin: origin.clone(),
         message,
     })?;
-    runtime.share(&digest, &pre);
     Ok(Arc::new(Module {
         origin,
         digest,

@@ -105,6 +105,8 @@ pub struct Runtime {
     cache: Option<CompileCache>,
     /// Pre-linked components of live modules, by digest (see [`Runtime::linked`]).
     linked: Arc<Mutex<HashMap<String, Weak<GuestPre<CallState>>>>>,
+    /// A lock per digest being linked (see [`Runtime::linking`]).
+    linking: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
     /// One permit per instance the pool holds; taken for every call, in arrival order.
     slots: Arc<tokio::sync::Semaphore>,
 }
@@ -169,6 +171,7 @@ impl Runtime {
             deterministic,
             cache: None,
             linked: Arc::default(),
+            linking: Arc::default(),
             slots: Arc::new(tokio::sync::Semaphore::new(instances as usize)),
         })
     }
@@ -244,6 +247,17 @@ impl Runtime {
     pub fn linked(&self, digest: &str) -> Option<Arc<GuestPre<CallState>>> {
         let linked = self.linked.lock().expect("linked lock");
         linked.get(digest).and_then(Weak::upgrade)
+    }
+
+    /// Held while the bytes with SHA-256 `digest` are compiled and linked: a load of the same
+    /// bytes waits, then finds them [`Runtime::linked`].
+    pub async fn linking(&self, digest: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut linking = self.linking.lock().expect("linking lock");
+            linking.retain(|_, lock| Arc::strong_count(lock) > 1);
+            linking.entry(digest.to_owned()).or_default().clone()
+        };
+        lock.lock_owned().await
     }
 
     /// Offers `pre`, linked from the bytes with SHA-256 `digest`, to later loads of the same

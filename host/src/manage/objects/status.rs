@@ -60,7 +60,10 @@ impl Objects {
             );
         }
         drop(states);
-        self.write_status(running).await;
+        // A poll that finds the module running writes nothing the object does not hold.
+        let status = object.data.get("status").unwrap_or(&Value::Null);
+        self.write_status(running.filter(|r| !holds(status, &r.patch["status"])))
+            .await;
         self.poll(key, spec);
     }
 
@@ -451,6 +454,16 @@ pub(super) fn tally_status(tally: &Tally, state: &mut State) -> WasmControllerSt
     counters
 }
 
+/// Whether `held` has every field of `wanted` with its value (lists whole).
+fn holds(held: &Value, wanted: &Value) -> bool {
+    match (held, wanted) {
+        (Value::Object(held), Value::Object(wanted)) => wanted
+            .iter()
+            .all(|(key, value)| held.get(key).is_some_and(|h| holds(h, value))),
+        _ => held == wanted,
+    }
+}
+
 /// Whether `counters` are to be written now, `written` being the last written and when: at once
 /// when a reader would see more than numbers move (a kind of outcome seen first or no more, a
 /// failing streak starting or ending, another last error or condition), else once `every` has
@@ -517,6 +530,17 @@ mod tests {
             }),
             ..WasmControllerStatus::default()
         }
+    }
+
+    #[test]
+    fn a_status_holds_a_patch_whose_every_field_it_has() {
+        let held = json!({"a": 1, "b": {"c": [1, 2], "d": "x"}, "e": true});
+        assert!(holds(&held, &json!({"b": {"c": [1, 2]}})));
+        assert!(holds(&held, &json!({})));
+        assert!(!holds(&held, &json!({"b": {"c": [1]}})));
+        assert!(!holds(&held, &json!({"b": {"d": "y"}})));
+        assert!(!holds(&held, &json!({"f": null})));
+        assert!(!holds(&Value::Null, &json!({"a": 1})));
     }
 
     #[test]
