@@ -33,7 +33,12 @@ pub fn registry_binary() -> PathBuf {
 /// Pushes `module` as `reference` with `kubewasm push`, anonymously; returns the pinned
 /// reference.
 pub fn push(module: &Path, reference: &str) -> anyhow::Result<String> {
-    let output = Command::new(host_binary())
+    push_by(&host_binary(), module, reference)
+}
+
+/// [`push`] with the `kubewasm` binary `program`.
+pub fn push_by(program: &Path, module: &Path, reference: &str) -> anyhow::Result<String> {
+    let output = Command::new(program)
         .arg("push")
         .arg(module)
         .arg(reference)

@@ -24,7 +24,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use kubewasm_tests::prometheus::has;
-use kubewasm_tests::registry::Registry;
+use kubewasm_tests::registry::{self, Registry};
 
 use crate::bench::{Bench, report_unclean};
 use crate::controllers::{Controllers, RunOptions};
@@ -117,18 +117,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// Pushes the copy guest as `reference`; returns the reference pinned to its digest.
 fn push(bench: &Bench, reference: &str) -> Result<String> {
     let binaries = bench.launcher.binaries();
-    let output = std::process::Command::new(&binaries.kubewasm)
-        .arg("push")
-        .arg(&binaries.guest)
-        .arg(reference)
-        .env("DOCKER_CONFIG", "/nonexistent")
-        .output()?;
-    anyhow::ensure!(
-        output.status.success(),
-        "push: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(String::from_utf8(output.stdout)?.trim().to_owned())
+    registry::push_by(&binaries.kubewasm, &binaries.guest, reference)
 }
 
 async fn measure(bench: &Bench, image: &str, count: usize) -> Result<Density> {
