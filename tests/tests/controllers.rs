@@ -785,6 +785,70 @@ async fn guests_in_many_namespaces_share_the_hosts_access_reviews() -> Result<()
     .await
 }
 
+/// Past `controllers.namespaceInformersPerKind` namespaces, confined guests of a kind are served
+/// by one informer of every namespace, each still triggered by and reading its own namespace.
+#[tokio::test]
+async fn confined_guests_past_the_per_kind_count_share_one_informer_of_every_namespace()
+-> Result<()> {
+    let client = crd_applied().await?;
+    let keys = names("key", 0..2);
+    let mut namespaces = Vec::new();
+    for index in 0..4 {
+        namespaces.push(
+            control_plane()
+                .namespace(&format!("wasmwide{index}"))
+                .await?,
+        );
+    }
+    let names: Vec<&str> = namespaces.iter().map(|ns| ns.name()).collect();
+    let pinned = push(
+        &guest_wasm("mirror"),
+        &registry::shared().reference("controllers/mirror:wide"),
+    )?;
+    let [port] = free_ports()?;
+    let metrics = format!("127.0.0.1:{port}");
+    let args = ["--metrics-bind-address", metrics.as_str()];
+    let config = format!("{}  namespaceInformersPerKind: 2\n", watching(&names));
+
+    with_host_args("controllers-wide", &config, &args, async |_host| {
+        for namespace in &names {
+            let api = wasm_controllers(&client, namespace);
+            let spec = json!({ "module": { "image": pinned } });
+            api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+                .await?;
+            until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+            let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+            sources(&config_maps, &keys).await?;
+            mirrored_by(&config_maps, &keys, "v1").await?;
+        }
+        let mut running: Vec<String> = informers(&metrics)
+            .await?
+            .into_iter()
+            .filter(|i| i.starts_with("ConfigMap "))
+            .collect();
+        running.sort();
+        let expected = [
+            "ConfigMap ".to_owned(),
+            format!("ConfigMap {}", names[0]),
+            format!("ConfigMap {}", names[1]),
+        ];
+        ensure!(running == expected, "ConfigMap informers: {running:?}");
+
+        // A change in a namespace the wide informer serves reaches its guest.
+        let last = Api::<ConfigMap>::namespaced(client.clone(), names[3]);
+        let patch = json!({ "data": { "value": "changed" } });
+        last.patch(&keys[0], &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let mirror = format!("{}-mirror", keys[0]);
+        eventually("the change mirrored", WAIT, || async {
+            let data = last.get(&mirror).await?.data.unwrap_or_default();
+            Ok((data.get("value").map(String::as_str) == Some("changed")).then_some(()))
+        })
+        .await
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_config_map_source_is_loaded_once_it_exists_and_swapped_when_it_changes() -> Result<()> {
     let (client, ns) = cluster("wasmcm").await?;

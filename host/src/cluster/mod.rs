@@ -8,6 +8,7 @@ pub mod cache;
 pub mod gate;
 pub mod leader;
 pub mod managed;
+pub mod reach;
 pub mod retry_after;
 pub mod selection;
 pub mod selector;

@@ -23,7 +23,8 @@ pub struct View {
 
 impl View {
     /// The view of `selection`, one of a guest's selections `all`, through `transform`: served
-    /// by the informer of the widest of them that contains it.
+    /// by the informer serving the widest of them that contains it (see
+    /// [`Informers::serving`]).
     pub fn new(
         selection: &Selection,
         all: &[Selection],
@@ -32,7 +33,7 @@ impl View {
     ) -> View {
         View {
             selection: selection.clone(),
-            informer: informers.acquire(server(selection, all), transform),
+            informer: informers.serving(server(selection, all), transform),
         }
     }
 
@@ -56,7 +57,8 @@ impl View {
 
     /// Every cached object of the selection.
     pub fn objects(&self) -> Vec<Arc<CachedObject>> {
-        let mut objects = self.informer.store().list(None, None);
+        let namespace = self.selection.namespace.as_deref();
+        let mut objects = self.informer.store().list(namespace, None);
         objects.retain(|o| self.selection.selects(o));
         objects
     }
@@ -84,11 +86,15 @@ impl View {
             return self.informer.subscribe(handler);
         }
         let selection = self.selection.clone();
-        self.informer.subscribe(Arc::new(move |change: &Change| {
-            if let Some(change) = narrowed(change, &selection) {
-                handler(&change);
-            }
-        }))
+        let namespace = selection.namespace.clone();
+        self.informer.subscribe_in(
+            namespace.as_deref(),
+            Arc::new(move |change: &Change| {
+                if let Some(change) = narrowed(change, &selection) {
+                    handler(&change);
+                }
+            }),
+        )
     }
 }
 

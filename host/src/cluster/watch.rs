@@ -28,6 +28,7 @@ use kube::{Api, Client};
 use tokio::sync::watch as signal;
 
 use crate::cluster::cache::{CachedObject, Change, Store};
+use crate::cluster::reach::Reach;
 use crate::cluster::selection::Selection;
 use crate::cluster::transform::Transform;
 
@@ -76,11 +77,21 @@ impl Informer {
     /// Registers a handler. If the informer has synced, the handler first sees every cached
     /// object as an add, so it misses nothing whenever it subscribes.
     pub fn subscribe(self: &Arc<Self>, handler: Handler) -> Subscription {
+        self.subscribe_in(None, handler)
+    }
+
+    /// Registers a handler of the objects of `namespace` (every one for `None`), as
+    /// [`Self::subscribe`] does; only the cached objects of `namespace` are replayed to it.
+    pub fn subscribe_in(
+        self: &Arc<Self>,
+        namespace: Option<&str>,
+        handler: Handler,
+    ) -> Subscription {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
         let mut handlers = self.handlers.lock().expect("handlers lock");
         if self.is_synced() {
-            for object in self.store.list(None, None) {
+            for object in self.store.list(namespace, None) {
                 handler(&Change {
                     old: None,
                     new: Some(object),
@@ -215,15 +226,65 @@ impl Resources {
 pub struct Informers {
     resources: Arc<Resources>,
     running: Mutex<HashMap<(Selection, Transform), Weak<Informer>>>,
+    /// The namespaces whose selections of one kind, label selector and transform get informers
+    /// of their own before further ones are served by one informer of every namespace; 0: never.
+    per_kind: usize,
+    reach: Reach,
 }
 
 impl Informers {
-    /// No informers yet.
-    pub fn new(resources: Arc<Resources>) -> Self {
+    /// No informers yet; at most `per_kind` namespaces of a kind get informers of their own
+    /// (see [`Self::serving`]).
+    pub fn new(resources: Arc<Resources>, per_kind: usize) -> Self {
         Self {
+            reach: Reach::new(resources.clone()),
             resources,
             running: Mutex::default(),
+            per_kind,
         }
+    }
+
+    /// The informer serving a guest's `selection` through `transform`, which may select more
+    /// than it does: read it through a [`crate::cluster::view::View`]. A selection of one
+    /// namespace is served by the informer of every namespace of its kind, label selector and
+    /// transform when that runs, or when `per_kind` namespaces have informers of their own and
+    /// the host may list and watch the kind in every namespace: a thousand namespaces then cost
+    /// the API server a few watches, not a thousand, each renewed every few minutes.
+    pub fn serving(&self, selection: &Selection, transform: &Transform) -> Arc<Informer> {
+        if selection.namespace.is_none() || self.per_kind == 0 {
+            return self.acquire(selection, transform);
+        }
+        let wide = Selection {
+            namespace: None,
+            ..selection.clone()
+        };
+        let confined = {
+            let running = self.running.lock().expect("informers lock");
+            if let Some(informer) = running
+                .get(&(wide.clone(), transform.clone()))
+                .and_then(Weak::upgrade)
+            {
+                return informer;
+            }
+            running
+                .iter()
+                .filter(|((s, t), i)| {
+                    s.namespace.is_some()
+                        && s.kind == wide.kind
+                        && s.selector == wide.selector
+                        && t == transform
+                        && i.strong_count() > 0
+                })
+                .count()
+        };
+        // Asked ahead, so that the answer is there when the count is reached.
+        let reach = (2 * confined >= self.per_kind)
+            .then(|| self.reach.everywhere(&wide.kind))
+            .flatten();
+        if confined >= self.per_kind && reach == Some(true) {
+            return self.acquire(&wide, transform);
+        }
+        self.acquire(selection, transform)
     }
 
     /// The informer of `selection` through `transform`, started if nobody holds it yet.
@@ -607,7 +668,7 @@ mod tests {
     fn informers() -> Informers {
         let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
         let client = Client::try_from(config).unwrap();
-        Informers::new(Arc::new(Resources::new(client)))
+        Informers::new(Arc::new(Resources::new(client)), 2)
     }
 
     fn configmaps(namespace: &str, selector: Option<&str>) -> Selection {
@@ -648,6 +709,43 @@ mod tests {
         let running = informers.running();
         assert_eq!(running.len(), 1);
         assert_eq!(running[0].selection(), &configmaps("a", Some("app=web")));
+    }
+
+    #[tokio::test]
+    async fn namespaces_past_the_per_kind_count_share_one_informer_of_every_namespace() {
+        let informers = informers();
+        let kind = configmaps("a", None).kind;
+        informers.reach.answer(&kind, true);
+        let plain = Transform::default();
+        let own: Vec<_> = ["a", "b"]
+            .map(|ns| informers.serving(&configmaps(ns, None), &plain))
+            .into();
+        assert_eq!(own[1].selection(), &configmaps("b", None));
+        let labelled = informers.serving(&configmaps("c", Some("app=web")), &plain);
+        assert_eq!(
+            labelled.selection(),
+            &configmaps("c", Some("app=web")),
+            "selections of another label selector are counted apart"
+        );
+        let wide = informers.serving(&configmaps("c", None), &plain);
+        assert_eq!(wide.selection().namespace, None);
+        let again = informers.serving(&configmaps("d", None), &plain);
+        assert!(Arc::ptr_eq(&wide, &again));
+        assert!(
+            Arc::ptr_eq(&wide, &informers.serving(&configmaps("a", None), &plain)),
+            "once it runs, the wide informer serves a namespace that had its own too"
+        );
+        let dropping = informers.serving(&configmaps("e", None), &drop_data());
+        assert_eq!(dropping.selection(), &configmaps("e", None));
+
+        informers.reach.answer(&kind, false);
+        drop((wide, again));
+        let refused = informers.serving(&configmaps("f", None), &plain);
+        assert_eq!(
+            refused.selection(),
+            &configmaps("f", None),
+            "a host that may not watch every namespace keeps an informer per namespace"
+        );
     }
 
     /// Drops `data.big` and every annotation.

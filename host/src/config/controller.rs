@@ -43,6 +43,9 @@ pub const DEFAULT_POLL: Duration = Duration::from_secs(300);
 /// How often a ConfigMap, Secret or file source is read again when the spec does not say.
 pub const DEFAULT_READ: Duration = Duration::from_secs(30);
 
+/// How many namespaces of one kind get informers of their own when the config does not say.
+pub const DEFAULT_NAMESPACE_INFORMERS: usize = 32;
+
 /// How the host treats controller objects.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ControllersConfig {
@@ -66,6 +69,10 @@ pub struct ControllersConfig {
     /// How often, at most, a controller's status is written while only its reconcile counters
     /// move; a new outcome, error or condition is written at once.
     pub counters_interval: Duration,
+    /// How many namespaces get informers of their own for one kind, label selector and
+    /// transform before the host serves the others from one informer of every namespace; 0:
+    /// every namespace keeps its own.
+    pub namespace_informers: usize,
 }
 
 /// The automatic rollback of a new revision.

@@ -45,6 +45,7 @@ struct RawControllers {
     maxima: Option<maxima::RawMaxima>,
     access_review_interval: Option<String>,
     status_counters_interval: Option<String>,
+    namespace_informers_per_kind: Option<usize>,
 }
 
 /// `controllers.registries` as written.
@@ -154,6 +155,7 @@ fn validate_controllers(raw: Option<RawControllers>) -> Result<ControllersConfig
             max_module_bytes: DEFAULT_MAX_MODULE_BYTES,
             review_interval: Some(controller::DEFAULT_REVIEW_INTERVAL),
             counters_interval: controller::DEFAULT_COUNTERS_INTERVAL,
+            namespace_informers: controller::DEFAULT_NAMESPACE_INFORMERS,
             ..ControllersConfig::default()
         });
     };
@@ -190,6 +192,9 @@ fn validate_controllers(raw: Option<RawControllers>) -> Result<ControllersConfig
             Some(text) => parse_duration(&text)
                 .map_err(|e| invalid("controllers.statusCountersInterval", e))?,
         },
+        namespace_informers: raw
+            .namespace_informers_per_kind
+            .unwrap_or(controller::DEFAULT_NAMESPACE_INFORMERS),
     })
 }
 

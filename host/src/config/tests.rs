@@ -170,6 +170,7 @@ fn minimal_config_gets_defaults() {
                 max_module_bytes: DEFAULT_MAX_MODULE_BYTES,
                 review_interval: Some(controller::DEFAULT_REVIEW_INTERVAL),
                 counters_interval: controller::DEFAULT_COUNTERS_INTERVAL,
+                namespace_informers: controller::DEFAULT_NAMESPACE_INFORMERS,
                 ..ControllersConfig::default()
             },
             modules: vec![ModuleConfig {
@@ -604,4 +605,16 @@ fn the_status_counters_interval_is_read_and_checked() {
     );
     let (field, _) = invalid_at("controllers: {watch: true, statusCountersInterval: soon}");
     assert_eq!(field, "controllers.statusCountersInterval");
+}
+
+#[test]
+fn the_namespace_informers_per_kind_are_read() {
+    let config = parse("controllers: {watch: true}").unwrap();
+    assert_eq!(
+        config.controllers.namespace_informers,
+        controller::DEFAULT_NAMESPACE_INFORMERS
+    );
+    let config = parse("controllers: {watch: true, namespaceInformersPerKind: 0}").unwrap();
+    assert_eq!(config.controllers.namespace_informers, 0);
+    assert!(parse("controllers: {watch: true, namespaceInformersPerKind: -1}").is_err());
 }

@@ -127,7 +127,10 @@ impl Host {
         let resources = Arc::new(Resources::new(client.clone()));
         let shared = Arc::new(Shared {
             runtime,
-            informers: Arc::new(Informers::new(resources.clone())),
+            informers: Arc::new(Informers::new(
+                resources.clone(),
+                config.controllers.namespace_informers,
+            )),
             resources,
             queue: config.queue,
             modules: config.modules.clone(),

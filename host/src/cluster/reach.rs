@@ -1,0 +1,115 @@
+//! Whether the host may list and watch a kind in every namespace, asked of the API server with
+//! SelfSubjectAccessReviews and remembered for a while. It decides whether the informers of
+//! many namespaces may give way to one informer of every namespace: an informer the host may not
+//! run would retry a refused list for ever while its guests wait.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use kube::api::{Api, GroupVersionKind, PostParams};
+
+use crate::cluster::watch::Resources;
+
+/// How long an answer holds: a change of the host's RBAC is seen within it.
+const FRESH: Duration = Duration::from_secs(300);
+/// How long a failed review counts as a refusal before it is asked again.
+const FRESH_FAILURE: Duration = Duration::from_secs(10);
+/// How long one review may take.
+const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    /// A review is on its way.
+    Asking,
+    /// The answer, held until `until`.
+    Known { allowed: bool, until: Instant },
+}
+
+/// The host's reach over every namespace, by kind.
+pub struct Reach {
+    resources: Arc<Resources>,
+    answers: Arc<Mutex<HashMap<GroupVersionKind, Answer>>>,
+}
+
+impl Reach {
+    /// Asks with the client of `resources`, the host's own identity.
+    pub fn new(resources: Arc<Resources>) -> Self {
+        Self {
+            resources,
+            answers: Arc::default(),
+        }
+    }
+
+    /// Whether the host may list and watch `kind` in every namespace; `None` until known. An
+    /// unknown or aged answer is asked in the background, once however many call meanwhile.
+    pub fn everywhere(&self, kind: &GroupVersionKind) -> Option<bool> {
+        let mut answers = self.answers.lock().expect("reach lock");
+        match answers.get(kind) {
+            Some(Answer::Asking) => return None,
+            Some(Answer::Known { allowed, until }) if Instant::now() < *until => {
+                return Some(*allowed);
+            }
+            _ => {}
+        }
+        answers.insert(kind.clone(), Answer::Asking);
+        let (resources, answers, kind) =
+            (self.resources.clone(), self.answers.clone(), kind.clone());
+        tokio::spawn(async move {
+            let answer = match tokio::time::timeout(REVIEW_TIMEOUT, review(&resources, &kind)).await
+            {
+                Ok(Ok(allowed)) => Answer::Known {
+                    allowed,
+                    until: Instant::now() + FRESH,
+                },
+                failed => {
+                    let error =
+                        failed.map_or_else(|_| "timed out".to_owned(), |r| format!("{r:?}"));
+                    tracing::warn!(?kind, %error, "could not ask whether the host may watch this kind in every namespace; each namespace keeps an informer of its own");
+                    Answer::Known {
+                        allowed: false,
+                        until: Instant::now() + FRESH_FAILURE,
+                    }
+                }
+            };
+            answers.lock().expect("reach lock").insert(kind, answer);
+        });
+        None
+    }
+
+    /// Takes `allowed` as the answer for `kind`, as a review would.
+    #[cfg(test)]
+    pub fn answer(&self, kind: &GroupVersionKind, allowed: bool) {
+        let until = Instant::now() + FRESH;
+        let mut answers = self.answers.lock().expect("reach lock");
+        answers.insert(kind.clone(), Answer::Known { allowed, until });
+    }
+}
+
+/// Asks whether the host may list and watch `kind` in every namespace.
+async fn review(resources: &Resources, kind: &GroupVersionKind) -> Result<bool, kube::Error> {
+    let (resource, _) = resources.resolve(kind).await?;
+    let api: Api<SelfSubjectAccessReview> = Api::all(resources.client().clone());
+    for verb in ["list", "watch"] {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(resource.group.clone()),
+                    resource: Some(resource.plural.clone()),
+                    verb: Some(verb.to_owned()),
+                    ..ResourceAttributes::default()
+                }),
+                ..SelfSubjectAccessReviewSpec::default()
+            },
+            ..SelfSubjectAccessReview::default()
+        };
+        let answer = api.create(&PostParams::default(), &review).await?;
+        if !answer.status.is_some_and(|s| s.allowed) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
