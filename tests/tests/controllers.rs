@@ -850,7 +850,8 @@ async fn confined_guests_past_the_per_kind_count_share_one_informer_of_every_nam
 }
 
 #[tokio::test]
-async fn a_config_map_source_is_loaded_once_it_exists_and_swapped_when_it_changes() -> Result<()> {
+async fn a_config_map_source_is_loaded_once_it_exists_and_swapped_as_soon_as_it_changes()
+-> Result<()> {
     let (client, ns) = cluster("wasmcm").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     let module = |path: std::path::PathBuf| -> Result<ConfigMap> {
@@ -863,10 +864,11 @@ async fn a_config_map_source_is_loaded_once_it_exists_and_swapped_when_it_change
     with_host_args("controllers-configmap", &config(ns.name()), &[], async |_host| {
         let api = wasm_controllers(&client, ns.name());
         let spec = json!({
-            "module": { "configMap": { "name": "module", "key": "mirror.wasm" }, "pollInterval": "1s" },
+            "module": { "configMap": { "name": "module", "key": "mirror.wasm" }, "pollInterval": "1h" },
         });
         api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
             .await?;
+        // Read when it changes, by a watch of ConfigMaps, not every pollInterval.
         until_condition(&api, "mirror", "Ready", is("False", "SourceNotFound")).await?;
         config_maps
             .create(&PostParams::default(), &module(guest_wasm("mirror"))?)

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
+use kube::Client;
 use kube::api::{Api, GroupVersionKind, PostParams};
 
 use crate::cluster::watch::Resources;
@@ -44,8 +45,9 @@ impl Reach {
         }
     }
 
-    /// Whether the host may list and watch `kind` in every namespace; `None` until known. An
-    /// unknown or aged answer is asked in the background, once however many call meanwhile.
+    /// Whether `kind` is namespaced and the host may list and watch it in every namespace;
+    /// `None` until known. An unknown or aged answer is asked in the background, once however
+    /// many call meanwhile.
     pub fn everywhere(&self, kind: &GroupVersionKind) -> Option<bool> {
         let mut answers = self.answers.lock().expect("reach lock");
         match answers.get(kind) {
@@ -89,16 +91,29 @@ impl Reach {
     }
 }
 
-/// Asks whether the host may list and watch `kind` in every namespace.
+/// Asks whether `kind` is namespaced and the host may list and watch it in every namespace.
 async fn review(resources: &Resources, kind: &GroupVersionKind) -> Result<bool, kube::Error> {
-    let (resource, _) = resources.resolve(kind).await?;
-    let api: Api<SelfSubjectAccessReview> = Api::all(resources.client().clone());
+    let (resource, namespaced) = resources.resolve(kind).await?;
+    if !namespaced {
+        return Ok(false);
+    }
+    watch_everywhere(resources.client(), &resource.group, &resource.plural).await
+}
+
+/// Whether the identity of `client` may list and watch `resource` (a plural name) of `group` in
+/// every namespace, as SelfSubjectAccessReviews answer.
+pub async fn watch_everywhere(
+    client: &Client,
+    group: &str,
+    resource: &str,
+) -> Result<bool, kube::Error> {
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     for verb in ["list", "watch"] {
         let review = SelfSubjectAccessReview {
             spec: SelfSubjectAccessReviewSpec {
                 resource_attributes: Some(ResourceAttributes {
-                    group: Some(resource.group.clone()),
-                    resource: Some(resource.plural.clone()),
+                    group: Some(group.to_owned()),
+                    resource: Some(resource.to_owned()),
                     verb: Some(verb.to_owned()),
                     ..ResourceAttributes::default()
                 }),

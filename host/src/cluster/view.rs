@@ -7,6 +7,8 @@
 //! served by that wider informer, filtered to the selection: the guest reads and is triggered by
 //! one cache for every object the two have in common.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::cluster::cache::{CachedObject, Change, ObjectKey};
@@ -29,11 +31,11 @@ impl View {
         selection: &Selection,
         all: &[Selection],
         transform: &Transform,
-        informers: &Informers,
+        servers: &Servers,
     ) -> View {
         View {
             selection: selection.clone(),
-            informer: informers.serving(server(selection, all), transform),
+            informer: servers.serving(server(selection, all), transform),
         }
     }
 
@@ -95,6 +97,33 @@ impl View {
                 }
             }),
         )
+    }
+}
+
+/// The informers serving the selections of one guest: each selection that serves others is
+/// asked of [`Informers::serving`] once, so that the selections it serves share one informer
+/// whatever the informers do meanwhile.
+pub struct Servers<'a> {
+    informers: &'a Informers,
+    served: RefCell<HashMap<(Selection, Transform), Arc<Informer>>>,
+}
+
+impl<'a> Servers<'a> {
+    /// None asked yet.
+    pub fn new(informers: &'a Informers) -> Self {
+        Self {
+            informers,
+            served: RefCell::default(),
+        }
+    }
+
+    fn serving(&self, selection: &Selection, transform: &Transform) -> Arc<Informer> {
+        let key = (selection.clone(), transform.clone());
+        let mut served = self.served.borrow_mut();
+        served
+            .entry(key)
+            .or_insert_with(|| self.informers.serving(selection, transform))
+            .clone()
     }
 }
 

@@ -41,7 +41,7 @@ pub struct Informer {
     selection: Selection,
     transform: Transform,
     store: Store,
-    handlers: Mutex<Vec<(u64, Handler)>>,
+    handlers: Mutex<Handlers>,
     synced: signal::Receiver<bool>,
     task: OnceLock<tokio::task::AbortHandle>,
 }
@@ -81,7 +81,9 @@ impl Informer {
     }
 
     /// Registers a handler of the objects of `namespace` (every one for `None`), as
-    /// [`Self::subscribe`] does; only the cached objects of `namespace` are replayed to it.
+    /// [`Self::subscribe`] does: it sees the changes of objects of `namespace` and of objects in
+    /// no namespace, and only those cached are replayed to it. A change reaches only the
+    /// handlers of its namespace, however many namespaces have handlers.
     pub fn subscribe_in(
         self: &Arc<Self>,
         namespace: Option<&str>,
@@ -99,10 +101,11 @@ impl Informer {
                 });
             }
         }
-        handlers.push((id, handler));
+        handlers.add(id, namespace, handler);
         Subscription {
             informer: self.clone(),
             id,
+            namespace: namespace.map(str::to_owned),
         }
     }
 
@@ -125,9 +128,53 @@ impl Informer {
     fn emit(&self, apply: impl FnOnce(&Store) -> Vec<Change>) {
         let handlers = self.handlers.lock().expect("handlers lock");
         for change in apply(&self.store) {
-            for (_, handler) in handlers.iter() {
-                handler(&change);
+            handlers.call(&change);
+        }
+    }
+}
+
+/// An informer's handlers, by the namespace whose objects they handle.
+#[derive(Default)]
+struct Handlers {
+    /// Handlers of every namespace.
+    all: Vec<(u64, Handler)>,
+    /// Handlers of one namespace.
+    by_namespace: HashMap<String, Vec<(u64, Handler)>>,
+}
+
+impl Handlers {
+    fn add(&mut self, id: u64, namespace: Option<&str>, handler: Handler) {
+        match namespace {
+            Some(namespace) => self.by_namespace.entry(namespace.to_owned()).or_default(),
+            None => &mut self.all,
+        }
+        .push((id, handler));
+    }
+
+    fn remove(&mut self, id: u64, namespace: Option<&str>) {
+        let Some(namespace) = namespace else {
+            self.all.retain(|(i, _)| *i != id);
+            return;
+        };
+        if let Some(handlers) = self.by_namespace.get_mut(namespace) {
+            handlers.retain(|(i, _)| *i != id);
+            if handlers.is_empty() {
+                self.by_namespace.remove(namespace);
             }
+        }
+    }
+
+    /// Calls the handlers of every namespace and those of the change's namespace; a change of
+    /// an object in no namespace, every handler.
+    fn call(&self, change: &Change) {
+        let object = change.new.as_ref().or(change.old.as_ref());
+        let namespace = object.and_then(|o| o.namespace());
+        let within: Box<dyn Iterator<Item = &(u64, Handler)>> = match namespace {
+            Some(namespace) => Box::new(self.by_namespace.get(namespace).into_iter().flatten()),
+            None => Box::new(self.by_namespace.values().flatten()),
+        };
+        for (_, handler) in self.all.iter().chain(within) {
+            handler(change);
         }
     }
 }
@@ -154,12 +201,13 @@ impl Drop for Informer {
 pub struct Subscription {
     informer: Arc<Informer>,
     id: u64,
+    namespace: Option<String>,
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut handlers = self.informer.handlers.lock().expect("handlers lock");
-        handlers.retain(|(id, _)| *id != self.id);
+        handlers.remove(self.id, self.namespace.as_deref());
     }
 }
 
@@ -248,7 +296,8 @@ impl Informers {
     /// than it does: read it through a [`crate::cluster::view::View`]. A selection of one
     /// namespace is served by the informer of every namespace of its kind, label selector and
     /// transform when that runs, or when `per_kind` namespaces have informers of their own and
-    /// the host may list and watch the kind in every namespace: a thousand namespaces then cost
+    /// the kind is namespaced and the host may list and watch it in every namespace (not while
+    /// that is being asked, nor once refused): a thousand namespaces then cost
     /// the API server a few watches, not a thousand, each renewed every few minutes.
     pub fn serving(&self, selection: &Selection, transform: &Transform) -> Arc<Informer> {
         if selection.namespace.is_none() || self.per_kind == 0 {
@@ -263,6 +312,7 @@ impl Informers {
             if let Some(informer) = running
                 .get(&(wide.clone(), transform.clone()))
                 .and_then(Weak::upgrade)
+                .filter(|_| self.reach.everywhere(&wide.kind) != Some(false))
             {
                 return informer;
             }
@@ -277,10 +327,8 @@ impl Informers {
                 })
                 .count()
         };
-        // Asked ahead, so that the answer is there when the count is reached.
-        let reach = (2 * confined >= self.per_kind)
-            .then(|| self.reach.everywhere(&wide.kind))
-            .flatten();
+        // Asked from the first, so that the answer is there when the count is reached.
+        let reach = self.reach.everywhere(&wide.kind);
         if confined >= self.per_kind && reach == Some(true) {
             return self.acquire(&wide, transform);
         }

@@ -40,6 +40,7 @@ use tokio::time::Instant;
 use crate::cluster::cache::{AppliedFields, CachedObject, FIELD_MANAGER_PREFIX, ObjectKey, Store};
 use crate::cluster::leader;
 use crate::cluster::managed::{self, IntentDigest};
+use crate::cluster::selection::Selection;
 use crate::cluster::selector::LabelSelector;
 use crate::cluster::watch::{Informer, Resources};
 use crate::control::events::{Correlator, Decision, EventKey};
@@ -54,6 +55,9 @@ pub struct ClusterBackend {
     field_manager: String,
     controller: String,
     informers: Vec<Arc<Informer>>,
+    /// The guest's selections, when an informer serves more than they select (one of every
+    /// namespace serving a namespace's): reads are narrowed to the objects one of them selects.
+    narrowed: Option<Vec<Selection>>,
     patience: Duration,
     elided: AtomicU64,
     events: Mutex<Correlator>,
@@ -69,22 +73,27 @@ const MAX_RESEND_PAUSE: Duration = Duration::from_secs(1);
 const LIST_PAGE: u32 = 500;
 
 impl ClusterBackend {
-    /// A backend for the guest `controller`, reading from `informers`, that sends an idempotent
-    /// write again for up to `patience` while the API server cannot answer it. With `shard`
-    /// (label, member, primary kind), every object not of the primary kind applied with a
-    /// controller owner carries that label, so that it stays in the owner's shard.
+    /// A backend for the guest `controller`, reading what its `selections` select from
+    /// `informers`, that sends an idempotent write again for up to `patience` while the API
+    /// server cannot answer it. With `shard` (label, member, primary kind), every object not of
+    /// the primary kind applied with a controller owner carries that label, so that it stays in
+    /// the owner's shard.
     pub fn new(
         resources: Arc<Resources>,
         controller: &str,
-        informers: Vec<Arc<Informer>>,
+        (informers, selections): (Vec<Arc<Informer>>, Vec<Selection>),
         patience: Duration,
         shard: Option<(String, String, GroupVersionKind)>,
     ) -> Self {
+        let wider = informers
+            .iter()
+            .any(|i| !selections.contains(i.selection()));
         Self {
             resources,
             field_manager: field_manager(controller),
             controller: controller.to_owned(),
             informers,
+            narrowed: wider.then_some(selections),
             patience,
             elided: AtomicU64::new(0),
             events: Mutex::default(),
@@ -125,7 +134,18 @@ impl ClusterBackend {
                         })
                     })
             })
+            .filter(|o| self.selected(kind, o))
             .max_by_key(|o| o.version())
+    }
+
+    /// Whether one of the guest's selections of `kind` has `object`, when an informer serves
+    /// more.
+    fn selected(&self, kind: &GroupVersionKind, object: &CachedObject) -> bool {
+        self.narrowed.as_ref().is_none_or(|selections| {
+            selections
+                .iter()
+                .any(|s| &s.kind == kind && s.selects(object))
+        })
     }
 
     /// The informers of `kind`.
@@ -386,7 +406,11 @@ impl ClusterBackend {
             .iter()
             .filter(|i| &i.selection().kind == kind)
         {
-            found.extend(read(informer.store()));
+            found.extend(
+                read(informer.store())
+                    .into_iter()
+                    .filter(|o| self.selected(kind, o)),
+            );
             stores += 1;
         }
         if stores > 1 {
@@ -689,6 +713,37 @@ mod tests {
 
     use crate::wasm::backend::CALLER;
     use serde_json::json;
+
+    fn configmap(namespace: &str, name: &str) -> CachedObject {
+        let object = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": "5", "uid": name},
+        });
+        CachedObject::new(serde_json::from_value(object).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_guest_served_by_an_informer_of_every_namespace_reads_only_its_own() {
+        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
+        let resources = Arc::new(Resources::new(kube::Client::try_from(config).unwrap()));
+        let informers = crate::cluster::watch::Informers::new(resources.clone(), 1);
+        let kind = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        let selection = |namespace: Option<&str>| Selection {
+            kind: kind.clone(),
+            namespace: namespace.map(str::to_owned),
+            selector: None,
+        };
+        let wide = informers.acquire(&selection(None), &Default::default());
+        wide.record_write(&configmap("a", "mine"));
+        wide.record_write(&configmap("b", "theirs"));
+        let read = (vec![wide], vec![selection(Some("a"))]);
+        let backend = ClusterBackend::new(resources, "g", read, Duration::ZERO, None);
+        let listed = backend.list(&kind, None, None).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].contains("mine"));
+        assert!(backend.get(&kind, Some("b"), "theirs").unwrap().is_none());
+        assert!(backend.get(&kind, Some("a"), "mine").unwrap().is_some());
+    }
 
     fn answer(code: u16, retry_after_seconds: u32) -> kube::Error {
         let status = Status::failure("refused", "Refused")

@@ -10,5 +10,6 @@ pub mod objects;
 pub mod refusal;
 pub mod reload;
 pub mod revisions;
+pub mod source_changes;
 pub mod sources;
 pub mod stale_finalizers;

@@ -15,6 +15,7 @@ use crate::config::controller::ControllerSpec;
 use crate::config::{ImageSource, KeyRef, Source};
 use crate::manage::refusal::Refusal;
 use crate::manage::revisions::Revision;
+use crate::manage::source_changes::SourceChanges;
 use crate::wasm::module_store::Access;
 use crate::wasm::oci::{self, Artifact, Registries};
 
@@ -45,6 +46,8 @@ pub struct Sources {
     gate: Gate,
     /// The artifact each object's image resolved to last, with its own credentials.
     artifacts: Mutex<HashMap<Key, Artifact>>,
+    /// The ConfigMap each object takes its module from, read again when it changes.
+    changes: SourceChanges,
 }
 
 impl Sources {
@@ -57,6 +60,7 @@ impl Sources {
             max_module_bytes,
             gate,
             artifacts: Mutex::default(),
+            changes: SourceChanges::default(),
         }
     }
 
@@ -65,9 +69,15 @@ impl Sources {
         &self.registries
     }
 
-    /// Forgets what was resolved for the object `key`.
+    /// Forgets what was resolved for the object `key`, and its source.
     pub fn forget(&self, key: &Key) {
         self.artifacts.lock().expect("artifacts lock").remove(key);
+        self.changes.follow(key, None);
+    }
+
+    /// The ConfigMap sources followed by their watch.
+    pub fn changes(&self) -> &SourceChanges {
+        &self.changes
     }
 
     /// The bytes of a revision that ran: from the module store when it records that this
@@ -153,6 +163,11 @@ impl Sources {
         running: Option<&str>,
     ) -> Result<Fetched, Refusal> {
         let namespace = key.0.as_str();
+        let followed = match (&spec.module.source, spec.poll) {
+            (Source::ConfigMap(key_ref), Some(_)) => Some(key_ref.name.as_str()),
+            _ => None,
+        };
+        self.changes.follow(key, followed);
         match &spec.module.source {
             Source::Image(image) => self.fetch_tracked(key, image, recorded, running).await,
             Source::ConfigMap(key_ref) => {

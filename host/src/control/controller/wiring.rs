@@ -16,7 +16,7 @@ use crate::cluster::cache::{Change, ObjectKey};
 use crate::cluster::gate::Gate;
 use crate::cluster::selection::Selection;
 use crate::cluster::selector::LabelSelector;
-use crate::cluster::view::View;
+use crate::cluster::view::{Servers, View};
 use crate::cluster::watch::{Informer, Informers, Resources};
 use crate::config::DropRule;
 use crate::control::apply::{self, ClusterBackend};
@@ -44,9 +44,10 @@ impl Views {
     /// The views of `plan`, each dropping `drops` from what it caches.
     fn new(plan: &Plan, drops: &[DropRule], informers: &Informers) -> Self {
         let all = plan.all();
+        let servers = Servers::new(informers);
         let view = |selection: &Selection| {
             let transform = DropRule::transform(drops, &selection.kind);
-            View::new(selection, &all, &transform, informers)
+            View::new(selection, &all, &transform, &servers)
         };
         Self {
             primaries: plan.primaries.iter().map(view).collect(),
@@ -94,7 +95,8 @@ impl Controller {
         let declared = Plan::new(&module.metadata, &settings.namespaces, None);
         let views = Views::new(&plan, &settings.drops, informers);
         let readable = views.informers();
-        let backend = writer(&resources, &settings, &module, &readable, share.as_deref());
+        let read = (readable.clone(), plan.all());
+        let backend = writer(&resources, &settings, &module, read, share.as_deref());
         let env = Arc::new(
             GuestEnv::new(
                 &settings.name,
@@ -311,19 +313,19 @@ impl Controller {
     }
 }
 
-/// The writer of the guest named in `settings`, reading through `readable`; sharded, it labels
-/// what the guest creates for `share`'s member.
+/// The writer of the guest named in `settings`, reading its selections through their
+/// informers (`read`); sharded, it labels what the guest creates for `share`'s member.
 fn writer(
     resources: &Arc<Resources>,
     settings: &Settings,
     module: &Module,
-    readable: &[Arc<Informer>],
+    read: (Vec<Arc<Informer>>, Vec<Selection>),
     share: Option<&Share>,
 ) -> Arc<ClusterBackend> {
     Arc::new(ClusterBackend::new(
         resources.clone(),
         &settings.name,
-        readable.to_vec(),
+        read,
         settings.limits.host_call_timeout,
         share.map(|s| {
             let primary = module.metadata.primary.kind.clone();

@@ -323,6 +323,18 @@ pub fn spawn(
             }
         });
     }
+    let (changing, closing) = (objects.clone(), objects.closing.clone());
+    tasks.spawn(async move {
+        let changed = |key: &ControllerKey| changing.work.add(key.clone(), ());
+        let changes = changing
+            .sources
+            .changes()
+            .run(changing.client.clone(), changed);
+        tokio::select! {
+            () = changes => {}
+            () = closing.cancelled() => {}
+        }
+    });
     let closing = objects.closing.clone();
     tasks.spawn(async move {
         tokio::select! {
@@ -773,11 +785,14 @@ impl Objects {
         self.work.add_rate_limited(key.clone(), ());
     }
 
-    /// Queues `key` again after its source's poll interval.
-    /// A standby does not resolve a tag again: it follows what the acting replica records
-    /// (see [`Self::follow`]). Each interval is stretched or shrunk at random by up to 10%, so
-    /// that objects created together do not poll together.
+    /// Queues `key` again after its source's poll interval, unless a watch of its ConfigMap
+    /// queues it when that changes. A standby does not resolve a tag again: it follows what the
+    /// acting replica records (see [`Self::follow`]). Each interval is stretched or shrunk at
+    /// random by up to 10%, so that objects created together do not poll together.
     fn poll(&self, key: &ControllerKey, spec: &ControllerSpec) {
+        if self.sources.changes().follows(key) {
+            return;
+        }
         let tag =
             matches!(&spec.module.source, Source::Image(i) if !i.reference.contains("@sha256:"));
         if tag && !self.gate.is_open() {
