@@ -107,24 +107,32 @@ pub async fn watch_everywhere(
     group: &str,
     resource: &str,
 ) -> Result<bool, kube::Error> {
-    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     for verb in ["list", "watch"] {
-        let review = SelfSubjectAccessReview {
-            spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(group.to_owned()),
-                    resource: Some(resource.to_owned()),
-                    verb: Some(verb.to_owned()),
-                    ..ResourceAttributes::default()
-                }),
-                ..SelfSubjectAccessReviewSpec::default()
-            },
-            ..SelfSubjectAccessReview::default()
+        let asked = ResourceAttributes {
+            group: Some(group.to_owned()),
+            resource: Some(resource.to_owned()),
+            verb: Some(verb.to_owned()),
+            ..ResourceAttributes::default()
         };
-        let answer = api.create(&PostParams::default(), &review).await?;
-        if !answer.status.is_some_and(|s| s.allowed) {
+        if !allowed(client, asked).await? {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// Whether the identity of `client` may do what `asked` says, as a SelfSubjectAccessReview
+/// answers.
+pub async fn allowed(client: &Client, asked: ResourceAttributes) -> Result<bool, kube::Error> {
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(asked),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let answer = Api::<SelfSubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
 }

@@ -100,30 +100,45 @@ impl View {
     }
 }
 
-/// The informers serving the selections of one guest: each selection that serves others is
-/// asked of [`Informers::serving`] once, so that the selections it serves share one informer
-/// whatever the informers do meanwhile.
+/// The informers serving the selections of one guest. The first of its selections of one
+/// namespace with a kind, label selector and transform decides, through
+/// [`Informers::serving`], whether the informer of every namespace serves them all or each has
+/// its own: one namespace is never read through two informers, whatever the informers do while
+/// the guest starts.
 pub struct Servers<'a> {
     informers: &'a Informers,
-    served: RefCell<HashMap<(Selection, Transform), Arc<Informer>>>,
+    /// Whether the informer of every namespace serves each kind, label selector and transform.
+    wide: RefCell<HashMap<(Selection, Transform), bool>>,
 }
 
 impl<'a> Servers<'a> {
-    /// None asked yet.
+    /// None decided yet.
     pub fn new(informers: &'a Informers) -> Self {
         Self {
             informers,
-            served: RefCell::default(),
+            wide: RefCell::default(),
         }
     }
 
     fn serving(&self, selection: &Selection, transform: &Transform) -> Arc<Informer> {
-        let key = (selection.clone(), transform.clone());
-        let mut served = self.served.borrow_mut();
-        served
-            .entry(key)
-            .or_insert_with(|| self.informers.serving(selection, transform))
-            .clone()
+        if selection.namespace.is_none() {
+            return self.informers.acquire(selection, transform);
+        }
+        let group = Selection {
+            namespace: None,
+            ..selection.clone()
+        };
+        let mut wide = self.wide.borrow_mut();
+        match wide.get(&(group.clone(), transform.clone())) {
+            Some(true) => self.informers.acquire(&group, transform),
+            Some(false) => self.informers.acquire(selection, transform),
+            None => {
+                let informer = self.informers.serving(selection, transform);
+                let decided = informer.selection().namespace.is_none();
+                wide.insert((group, transform.clone()), decided);
+                informer
+            }
+        }
     }
 }
 
@@ -184,6 +199,33 @@ mod tests {
         let all = [owned.clone(), labelled.clone(), everywhere.clone()];
         assert_eq!(server(&owned, &all), &everywhere);
         assert_eq!(server(&labelled, &all), &everywhere);
+    }
+
+    #[tokio::test]
+    async fn a_guest_s_namespaces_of_a_kind_are_all_served_wide_or_all_by_their_own() {
+        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let resources = Arc::new(crate::cluster::watch::Resources::new(client));
+        let informers = Informers::new(resources, 1);
+        let pods = selection("Pod", Some("a"), None).kind;
+        informers.reach().answer(&pods, true);
+        let plain = Transform::default();
+
+        let first = Servers::new(&informers);
+        let a = first.serving(&selection("Pod", Some("a"), None), &plain);
+        let b = first.serving(&selection("Pod", Some("b"), None), &plain);
+        assert_eq!(a.selection().namespace.as_deref(), Some("a"));
+        assert_eq!(
+            b.selection().namespace.as_deref(),
+            Some("b"),
+            "the guest's first namespace decided: each has its own"
+        );
+
+        let second = Servers::new(&informers);
+        let c = second.serving(&selection("Pod", Some("c"), None), &plain);
+        let a_again = second.serving(&selection("Pod", Some("a"), None), &plain);
+        assert_eq!(c.selection().namespace, None);
+        assert!(Arc::ptr_eq(&c, &a_again), "decided wide: every namespace");
     }
 
     fn pod(namespace: &str, app: &str) -> Arc<CachedObject> {

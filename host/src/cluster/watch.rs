@@ -327,8 +327,10 @@ impl Informers {
                 })
                 .count()
         };
-        // Asked from the first, so that the answer is there when the count is reached.
-        let reach = self.reach.everywhere(&wide.kind);
+        // Asked ahead, so that the answer is there when the count is reached.
+        let reach = (2 * confined >= self.per_kind)
+            .then(|| self.reach.everywhere(&wide.kind))
+            .flatten();
         if confined >= self.per_kind && reach == Some(true) {
             return self.acquire(&wide, transform);
         }
@@ -365,6 +367,12 @@ impl Informers {
         tracing::debug!(kind = ?selection.kind, namespace = ?selection.namespace, selector = ?selector, %transform, "informer started");
         running.insert(key, Arc::downgrade(&informer));
         informer
+    }
+
+    /// What the host may watch in every namespace, as asked.
+    #[cfg(test)]
+    pub fn reach(&self) -> &Reach {
+        &self.reach
     }
 
     /// Informers currently running.
@@ -763,7 +771,7 @@ mod tests {
     async fn namespaces_past_the_per_kind_count_share_one_informer_of_every_namespace() {
         let informers = informers();
         let kind = configmaps("a", None).kind;
-        informers.reach.answer(&kind, true);
+        informers.reach().answer(&kind, true);
         let plain = Transform::default();
         let own: Vec<_> = ["a", "b"]
             .map(|ns| informers.serving(&configmaps(ns, None), &plain))
@@ -786,7 +794,7 @@ mod tests {
         let dropping = informers.serving(&configmaps("e", None), &drop_data());
         assert_eq!(dropping.selection(), &configmaps("e", None));
 
-        informers.reach.answer(&kind, false);
+        informers.reach().answer(&kind, false);
         drop((wide, again));
         let refused = informers.serving(&configmaps("f", None), &plain);
         assert_eq!(

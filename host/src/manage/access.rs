@@ -13,12 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use kube::Client;
-use kube::api::{Api, PostParams};
 
+use crate::cluster::reach;
 use crate::config::Verb;
 use crate::wasm::permissions::Requirement;
 
@@ -157,25 +155,16 @@ impl Access {
             Some((resource, subresource)) => (resource, Some(subresource.to_owned())),
             None => (question.resource.as_str(), None),
         };
-        let review = SelfSubjectAccessReview {
-            spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(question.group.clone()),
-                    resource: Some(resource.to_owned()),
-                    subresource,
-                    verb: Some(question.verb.as_str().to_owned()),
-                    namespace: question.namespace.clone(),
-                    ..ResourceAttributes::default()
-                }),
-                ..SelfSubjectAccessReviewSpec::default()
-            },
-            ..SelfSubjectAccessReview::default()
+        let asked = ResourceAttributes {
+            group: Some(question.group.clone()),
+            resource: Some(resource.to_owned()),
+            subresource,
+            verb: Some(question.verb.as_str().to_owned()),
+            namespace: question.namespace.clone(),
+            ..ResourceAttributes::default()
         };
         self.reviews.fetch_add(1, Ordering::Relaxed);
-        let answer = Api::<SelfSubjectAccessReview>::all(self.client.clone())
-            .create(&PostParams::default(), &review)
-            .await?;
-        Ok(answer.status.is_some_and(|s| s.allowed))
+        reach::allowed(&self.client, asked).await
     }
 }
 

@@ -7,6 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -36,6 +37,8 @@ struct Followed {
     /// The objects taking their module from each ConfigMap, and the last resourceVersion of it
     /// the watch showed.
     by_source: HashMap<Key, (HashSet<Key>, Option<String>)>,
+    /// While the watch lists: the ConfigMaps listed so far.
+    listed: Option<HashSet<Key>>,
 }
 
 impl SourceChanges {
@@ -74,35 +77,25 @@ impl SourceChanges {
     }
 
     /// Watches ConfigMaps with `client` and calls `changed` with each object whose source
-    /// changed or went, for as long as it is polled; returns at once when the host may not
-    /// list and watch ConfigMaps in every namespace.
+    /// changed or went, for as long as it is polled. Waits, asking again every 5 minutes, while
+    /// the host may not list and watch ConfigMaps in every namespace. While the watch fails, or
+    /// lists again, sources are read on their timer: every followed object is queued, and so
+    /// arms its timer, when the watch fails; those whose source went meanwhile when it has
+    /// listed again.
     pub async fn run(&self, client: Client, changed: impl Fn(&Key)) {
-        match reach::watch_everywhere(&client, "", "configmaps").await {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::info!(
-                    "the host may not list and watch ConfigMaps in every namespace: ConfigMap sources are read again every pollInterval"
-                );
-                return;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "could not ask whether the host may watch ConfigMaps: ConfigMap sources are read again every pollInterval");
-                return;
-            }
-        }
-        self.watching.store(true, Ordering::Relaxed);
+        allowed(&client).await;
         let api: Api<PartialObjectMeta<ConfigMap>> = Api::all(client);
         let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
         while let Some(event) = events.next().await {
             let objects = match event {
-                Ok(Event::Apply(source) | Event::InitApply(source)) => {
-                    self.changed(&source.metadata, false)
-                }
+                Ok(Event::Apply(source)) => self.changed(&source.metadata, false),
                 Ok(Event::Delete(source)) => self.changed(&source.metadata, true),
-                Ok(Event::Init | Event::InitDone) => Vec::new(),
+                Ok(Event::Init) => self.listing(),
+                Ok(Event::InitApply(source)) => self.listed(&source.metadata),
+                Ok(Event::InitDone) => self.relisted(),
                 Err(error) => {
-                    tracing::warn!(%error, "watching ConfigMap sources failed; retrying");
-                    Vec::new()
+                    tracing::warn!(%error, "watching ConfigMap sources failed; they are read on their timer until it lists again");
+                    self.failed()
                 }
             };
             objects.iter().for_each(&changed);
@@ -130,6 +123,69 @@ impl SourceChanges {
         }
         *seen = version;
         objects.iter().cloned().collect()
+    }
+
+    /// A list starts: the sources it shows are noted, to find those gone at its end.
+    fn listing(&self) -> Vec<Key> {
+        self.followed.lock().expect("sources lock").listed = Some(HashSet::new());
+        Vec::new()
+    }
+
+    /// A ConfigMap the list shows: as a change, and noted.
+    fn listed(&self, metadata: &ObjectMeta) -> Vec<Key> {
+        if let (Some(namespace), Some(name)) = (&metadata.namespace, &metadata.name) {
+            let mut followed = self.followed.lock().expect("sources lock");
+            if let Some(listed) = &mut followed.listed {
+                listed.insert((namespace.clone(), name.clone()));
+            }
+        }
+        self.changed(metadata, false)
+    }
+
+    /// The list ended: the watch follows the sources from now on, and the objects of a source
+    /// seen before that the list did not show are queued, as for a deletion.
+    fn relisted(&self) -> Vec<Key> {
+        self.watching.store(true, Ordering::Relaxed);
+        let mut followed = self.followed.lock().expect("sources lock");
+        let listed = followed.listed.take().unwrap_or_default();
+        let mut gone = Vec::new();
+        for (source, (objects, seen)) in &mut followed.by_source {
+            if !listed.contains(source) && seen.take().is_some() {
+                gone.extend(objects.iter().cloned());
+            }
+        }
+        gone
+    }
+
+    /// The watch failed: sources are read on their timer until it has listed again, so every
+    /// followed object is queued, once, to arm it.
+    fn failed(&self) -> Vec<Key> {
+        if !self.watching.swap(false, Ordering::Relaxed) {
+            return Vec::new();
+        }
+        let followed = self.followed.lock().expect("sources lock");
+        followed.by_object.keys().cloned().collect()
+    }
+}
+
+/// Returns once the host may list and watch ConfigMaps in every namespace, asking every 5
+/// minutes until then (sooner after a failed review).
+async fn allowed(client: &Client) {
+    loop {
+        let wait = match reach::watch_everywhere(client, "", "configmaps").await {
+            Ok(true) => return,
+            Ok(false) => {
+                tracing::info!(
+                    "the host may not list and watch ConfigMaps in every namespace: ConfigMap sources are read again every pollInterval"
+                );
+                Duration::from_secs(300)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not ask whether the host may watch ConfigMaps: ConfigMap sources are read again every pollInterval meanwhile");
+                Duration::from_secs(10)
+            }
+        };
+        tokio::time::sleep(wait).await;
     }
 }
 
@@ -166,6 +222,30 @@ mod tests {
             changes.changed(&meta("b", "module", "7"), false),
             [key("b", "three")]
         );
+    }
+
+    #[test]
+    fn a_failed_watch_hands_sources_to_their_timers_until_a_list_finds_those_gone() {
+        let changes = SourceChanges::default();
+        changes.follow(&key("a", "one"), Some("kept"));
+        changes.follow(&key("a", "two"), Some("gone"));
+        assert!(changes.listing().is_empty());
+        assert_eq!(changes.listed(&meta("a", "kept", "1")).len(), 1);
+        assert_eq!(changes.listed(&meta("a", "gone", "1")).len(), 1);
+        assert!(changes.relisted().is_empty());
+        assert!(changes.follows(&key("a", "one")));
+
+        assert_eq!(
+            changes.failed().len(),
+            2,
+            "every followed object arms its timer"
+        );
+        assert!(changes.failed().is_empty(), "once per failure");
+        assert!(!changes.follows(&key("a", "one")));
+        changes.listing();
+        assert!(changes.listed(&meta("a", "kept", "1")).is_empty());
+        assert_eq!(changes.relisted(), [key("a", "two")]);
+        assert!(changes.follows(&key("a", "one")));
     }
 
     #[test]

@@ -27,6 +27,8 @@
 //! status as this replica runs it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -292,56 +294,38 @@ pub fn spawn(
         closing: closing.clone(),
         gate,
     });
-    let watching = objects.clone();
-    tasks.spawn(async move {
-        tokio::select! {
-            () = watching.watch() => {}
-            () = closing.cancelled() => {}
-        }
-    });
-    let (checking, checked, closing) = (objects.clone(), guests.clone(), objects.closing.clone());
-    tasks.spawn(async move {
-        tokio::select! {
-            () = checking.check(checked) => {}
-            () = closing.cancelled() => {}
-        }
-    });
-    let (opening, closing) = (objects.clone(), objects.closing.clone());
-    tasks.spawn(async move {
-        tokio::select! {
-            () = opening.gate.opened() => opening.requeue_all(),
-            () = closing.cancelled() => {}
-        }
-    });
-    if let Some(every) = objects.settings.review_interval {
-        let (reviewing, reviewed, closing) =
-            (objects.clone(), guests.clone(), objects.closing.clone());
+    let until_closed = |work: Pin<Box<dyn Future<Output = ()> + Send>>| {
+        let closing = objects.closing.clone();
         tasks.spawn(async move {
             tokio::select! {
-                () = reviewing.review(reviewed, every) => {}
+                () = work => {}
                 () = closing.cancelled() => {}
             }
         });
+    };
+    let watching = objects.clone();
+    until_closed(Box::pin(async move { watching.watch().await }));
+    let (checking, checked) = (objects.clone(), guests.clone());
+    until_closed(Box::pin(async move { checking.check(checked).await }));
+    let opening = objects.clone();
+    until_closed(Box::pin(async move {
+        opening.gate.opened().await;
+        opening.requeue_all();
+    }));
+    if let Some(every) = objects.settings.review_interval {
+        let (reviewing, reviewed) = (objects.clone(), guests.clone());
+        until_closed(Box::pin(
+            async move { reviewing.review(reviewed, every).await },
+        ));
     }
-    let (changing, closing) = (objects.clone(), objects.closing.clone());
-    tasks.spawn(async move {
+    let changing = objects.clone();
+    until_closed(Box::pin(async move {
         let changed = |key: &ControllerKey| changing.work.add(key.clone(), ());
-        let changes = changing
-            .sources
-            .changes()
-            .run(changing.client.clone(), changed);
-        tokio::select! {
-            () = changes => {}
-            () = closing.cancelled() => {}
-        }
-    });
-    let closing = objects.closing.clone();
-    tasks.spawn(async move {
-        tokio::select! {
-            () = objects.work(guests) => {}
-            () = closing.cancelled() => {}
-        }
-    });
+        let changes = changing.sources.changes();
+        changes.run(changing.client.clone(), changed).await;
+    }));
+    let working = objects.clone();
+    until_closed(Box::pin(async move { working.work(guests).await }));
 }
 
 struct Objects {
