@@ -810,29 +810,30 @@ async fn confined_guests_past_the_per_kind_count_share_one_informer_of_every_nam
     let args = ["--metrics-bind-address", metrics.as_str()];
     let config = format!("{}  namespaceInformersPerKind: 2\n", watching(&names));
 
+    let run = async |namespace: &str| -> Result<()> {
+        let api = wasm_controllers(&client, namespace);
+        let spec = json!({ "module": { "image": pinned } });
+        api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+            .await?;
+        until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+        let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+        sources(&config_maps, &keys).await?;
+        mirrored_by(&config_maps, &keys, "v1").await
+    };
+
     with_host_args("controllers-wide", &config, &args, async |_host| {
-        for namespace in &names {
-            let api = wasm_controllers(&client, namespace);
-            let spec = json!({ "module": { "image": pinned } });
-            api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
-                .await?;
-            until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
-            let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
-            sources(&config_maps, &keys).await?;
-            mirrored_by(&config_maps, &keys, "v1").await?;
-        }
-        let mut running: Vec<String> = informers(&metrics)
+        // All at once, as a host starting with them finds them.
+        futures::future::try_join_all(names.iter().map(|n| run(n))).await?;
+        let running: Vec<String> = informers(&metrics)
             .await?
             .into_iter()
             .filter(|i| i.starts_with("ConfigMap "))
             .collect();
-        running.sort();
-        let expected = [
-            "ConfigMap ".to_owned(),
-            format!("ConfigMap {}", names[0]),
-            format!("ConfigMap {}", names[1]),
-        ];
-        ensure!(running == expected, "ConfigMap informers: {running:?}");
+        let own = running.iter().filter(|i| *i != "ConfigMap ").count();
+        ensure!(
+            running.iter().any(|i| i == "ConfigMap ") && own <= 2,
+            "ConfigMap informers: {running:?}"
+        );
 
         // A change in a namespace the wide informer serves reaches its guest.
         let last = Api::<ConfigMap>::namespaced(client.clone(), names[3]);

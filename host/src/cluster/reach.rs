@@ -22,18 +22,14 @@ const FRESH_FAILURE: Duration = Duration::from_secs(10);
 /// How long one review may take.
 const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Clone, Copy)]
-enum Answer {
-    /// A review is on its way.
-    Asking,
-    /// The answer, held until `until`.
-    Known { allowed: bool, until: Instant },
-}
+/// The answer about one kind, if asked: whether allowed, and until when it holds. Held by one
+/// caller at a time, so that callers asking together share one review.
+type Slot = Arc<tokio::sync::Mutex<Option<(bool, Instant)>>>;
 
 /// The host's reach over every namespace, by kind.
 pub struct Reach {
     resources: Arc<Resources>,
-    answers: Arc<Mutex<HashMap<GroupVersionKind, Answer>>>,
+    answers: Mutex<HashMap<GroupVersionKind, Slot>>,
 }
 
 impl Reach {
@@ -41,53 +37,58 @@ impl Reach {
     pub fn new(resources: Arc<Resources>) -> Self {
         Self {
             resources,
-            answers: Arc::default(),
+            answers: Mutex::default(),
         }
     }
 
-    /// Whether `kind` is namespaced and the host may list and watch it in every namespace;
-    /// `None` until known. An unknown or aged answer is asked in the background, once however
-    /// many call meanwhile.
+    /// Whether `kind` is namespaced and the host may list and watch it in every namespace, as
+    /// [`Self::ask`] last answered; `None` when not asked, being asked, or aged.
     pub fn everywhere(&self, kind: &GroupVersionKind) -> Option<bool> {
-        let mut answers = self.answers.lock().expect("reach lock");
-        match answers.get(kind) {
-            Some(Answer::Asking) => return None,
-            Some(Answer::Known { allowed, until }) if Instant::now() < *until => {
-                return Some(*allowed);
-            }
-            _ => {}
+        let slot = self.slot(kind);
+        let answer = *slot.try_lock().ok()?;
+        answer
+            .filter(|(_, until)| Instant::now() < *until)
+            .map(|(allowed, _)| allowed)
+    }
+
+    /// Whether `kind` is namespaced and the host may list and watch it in every namespace:
+    /// asked of the API server unless answered within [`FRESH`]; a failed review is a refusal
+    /// for [`FRESH_FAILURE`].
+    pub async fn ask(&self, kind: &GroupVersionKind) -> bool {
+        let slot = self.slot(kind);
+        let mut answer = slot.lock().await;
+        if let Some((allowed, until)) = *answer
+            && Instant::now() < until
+        {
+            return allowed;
         }
-        answers.insert(kind.clone(), Answer::Asking);
-        let (resources, answers, kind) =
-            (self.resources.clone(), self.answers.clone(), kind.clone());
-        tokio::spawn(async move {
-            let answer = match tokio::time::timeout(REVIEW_TIMEOUT, review(&resources, &kind)).await
-            {
-                Ok(Ok(allowed)) => Answer::Known {
-                    allowed,
-                    until: Instant::now() + FRESH,
-                },
-                failed => {
-                    let error =
-                        failed.map_or_else(|_| "timed out".to_owned(), |r| format!("{r:?}"));
-                    tracing::warn!(?kind, %error, "could not ask whether the host may watch this kind in every namespace; each namespace keeps an informer of its own");
-                    Answer::Known {
-                        allowed: false,
-                        until: Instant::now() + FRESH_FAILURE,
-                    }
-                }
-            };
-            answers.lock().expect("reach lock").insert(kind, answer);
-        });
-        None
+        let (allowed, fresh) = match tokio::time::timeout(
+            REVIEW_TIMEOUT,
+            review(&self.resources, kind),
+        )
+        .await
+        {
+            Ok(Ok(allowed)) => (allowed, FRESH),
+            failed => {
+                let error = failed.map_or_else(|_| "timed out".to_owned(), |r| format!("{r:?}"));
+                tracing::warn!(?kind, %error, "could not ask whether the host may watch this kind in every namespace; each namespace keeps an informer of its own");
+                (false, FRESH_FAILURE)
+            }
+        };
+        *answer = Some((allowed, Instant::now() + fresh));
+        allowed
+    }
+
+    fn slot(&self, kind: &GroupVersionKind) -> Slot {
+        let mut answers = self.answers.lock().expect("reach lock");
+        answers.entry(kind.clone()).or_default().clone()
     }
 
     /// Takes `allowed` as the answer for `kind`, as a review would.
     #[cfg(test)]
     pub fn answer(&self, kind: &GroupVersionKind, allowed: bool) {
-        let until = Instant::now() + FRESH;
-        let mut answers = self.answers.lock().expect("reach lock");
-        answers.insert(kind.clone(), Answer::Known { allowed, until });
+        let slot = self.slot(kind);
+        *slot.try_lock().expect("not being asked") = Some((allowed, Instant::now() + FRESH));
     }
 }
 

@@ -296,8 +296,8 @@ impl Informers {
     /// than it does: read it through a [`crate::cluster::view::View`]. A selection of one
     /// namespace is served by the informer of every namespace of its kind, label selector and
     /// transform when that runs, or when `per_kind` namespaces have informers of their own and
-    /// the kind is namespaced and the host may list and watch it in every namespace (not while
-    /// that is being asked, nor once refused): a thousand namespaces then cost
+    /// the kind is namespaced and the host may list and watch it in every namespace, as
+    /// [`Self::ask_reach`] found (not once refused): a thousand namespaces then cost
     /// the API server a few watches, not a thousand, each renewed every few minutes.
     pub fn serving(&self, selection: &Selection, transform: &Transform) -> Arc<Informer> {
         if selection.namespace.is_none() || self.per_kind == 0 {
@@ -327,11 +327,7 @@ impl Informers {
                 })
                 .count()
         };
-        // Asked ahead, so that the answer is there when the count is reached.
-        let reach = (2 * confined >= self.per_kind)
-            .then(|| self.reach.everywhere(&wide.kind))
-            .flatten();
-        if confined >= self.per_kind && reach == Some(true) {
+        if confined >= self.per_kind && self.reach.everywhere(&wide.kind) == Some(true) {
             return self.acquire(&wide, transform);
         }
         self.acquire(selection, transform)
@@ -373,6 +369,17 @@ impl Informers {
     #[cfg(test)]
     pub fn reach(&self) -> &Reach {
         &self.reach
+    }
+
+    /// Asks whether the host may list and watch each of `kinds` in every namespace, unless
+    /// answered lately: call it before a guest confined to namespaces acquires its informers,
+    /// so that [`Self::serving`] knows, however many guests start at once.
+    pub async fn ask_reach(&self, kinds: impl IntoIterator<Item = &GroupVersionKind>) {
+        if self.per_kind > 0 {
+            for kind in kinds {
+                self.reach.ask(kind).await;
+            }
+        }
     }
 
     /// Informers currently running.

@@ -423,6 +423,7 @@ impl Shared {
                 });
             }
             module = confine(&module, &config.namespaces);
+            self.informers.ask_reach(kinds(&module.metadata)).await;
         }
         let settings = settings(config, &module.metadata, limits, self.queue);
         let sharded = self.replica.sharded.is_some();
@@ -482,12 +483,8 @@ impl Shared {
 
     /// The cluster-scoped kinds among those `module` declares (primary, owned, watched).
     async fn cluster_scoped(&self, module: &Module) -> Result<Vec<GroupVersionKind>, HostError> {
-        let metadata = &module.metadata;
-        let kinds = std::iter::once(&metadata.primary.kind)
-            .chain(&metadata.owns)
-            .chain(metadata.watches.iter().map(|w| &w.selection.kind));
         let mut scoped = Vec::new();
-        for kind in kinds {
+        for kind in kinds(&module.metadata) {
             let (_, namespaced) =
                 self.resources
                     .resolve(kind)
@@ -802,6 +799,13 @@ fn confine(module: &Arc<Module>, namespaces: &[String]) -> Arc<Module> {
     let mut confined = Module::clone(module);
     confined.metadata.watches = watches;
     Arc::new(confined)
+}
+
+/// The kinds `metadata` declares: primary, owned and watched.
+fn kinds(metadata: &Metadata) -> impl Iterator<Item = &GroupVersionKind> {
+    std::iter::once(&metadata.primary.kind)
+        .chain(&metadata.owns)
+        .chain(metadata.watches.iter().map(|w| &w.selection.kind))
 }
 
 /// `kind` as messages name it: `group/version Kind`.
