@@ -9,6 +9,7 @@ pub mod gate;
 pub mod leader;
 pub mod managed;
 pub mod reach;
+pub mod resources;
 pub mod retry_after;
 pub mod selection;
 pub mod selector;

@@ -13,7 +13,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Client;
 use kube::api::{Api, GroupVersionKind, PostParams};
 
-use crate::cluster::watch::Resources;
+use crate::cluster::resources::Resources;
 
 /// How long an answer holds: a change of the host's RBAC is seen within it.
 const FRESH: Duration = Duration::from_secs(300);

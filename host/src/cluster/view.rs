@@ -205,7 +205,7 @@ mod tests {
     async fn a_guest_s_namespaces_of_a_kind_are_all_served_wide_or_all_by_their_own() {
         let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
         let client = kube::Client::try_from(config).unwrap();
-        let resources = Arc::new(crate::cluster::watch::Resources::new(client));
+        let resources = Arc::new(crate::cluster::resources::Resources::new(client));
         let informers = Informers::new(resources, 1);
         let pods = selection("Pod", Some("a"), None).kind;
         informers.reach().answer(&pods, true);

@@ -16,19 +16,17 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{
-    ApiResource, DynamicObject, GroupVersionKind, ListParams, TypeMeta, WatchEvent, WatchParams,
-};
-use kube::discovery::{self, Scope};
-use kube::{Api, Client};
+use kube::Api;
+use kube::api::{DynamicObject, GroupVersionKind, ListParams, TypeMeta, WatchEvent, WatchParams};
 use tokio::sync::watch as signal;
 
 use crate::cluster::cache::{CachedObject, Change, Store};
 use crate::cluster::reach::Reach;
+use crate::cluster::resources::Resources;
 use crate::cluster::selection::Selection;
 use crate::cluster::transform::Transform;
 
@@ -208,65 +206,6 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         let mut handlers = self.informer.handlers.lock().expect("handlers lock");
         handlers.remove(self.id, self.namespace.as_deref());
-    }
-}
-
-/// The API resources behind kinds, resolved through discovery and remembered.
-pub struct Resources {
-    client: Client,
-    known: RwLock<HashMap<GroupVersionKind, (ApiResource, bool)>>,
-}
-
-impl Resources {
-    /// An empty registry.
-    pub fn new(client: Client) -> Self {
-        Self {
-            client,
-            known: RwLock::default(),
-        }
-    }
-
-    /// The resource of `kind` and whether it is namespaced.
-    pub async fn resolve(
-        &self,
-        kind: &GroupVersionKind,
-    ) -> Result<(ApiResource, bool), kube::Error> {
-        if let Some(known) = self.known.read().expect("resources lock").get(kind) {
-            return Ok(known.clone());
-        }
-        let (resource, capabilities) = discovery::pinned_kind(&self.client, kind).await?;
-        let resolved = (resource, capabilities.scope == Scope::Namespaced);
-        self.known
-            .write()
-            .expect("resources lock")
-            .insert(kind.clone(), resolved.clone());
-        Ok(resolved)
-    }
-
-    /// Whether `kind` was resolved and is namespaced; `None` until discovery resolved it.
-    pub fn namespaced(&self, kind: &GroupVersionKind) -> Option<bool> {
-        let known = self.known.read().expect("resources lock");
-        known.get(kind).map(|(_, namespaced)| *namespaced)
-    }
-
-    /// An API handle for `kind` in `namespace` (ignored for cluster-scoped kinds).
-    pub async fn api(
-        &self,
-        kind: &GroupVersionKind,
-        namespace: Option<&str>,
-    ) -> Result<Api<DynamicObject>, kube::Error> {
-        let (resource, namespaced) = self.resolve(kind).await?;
-        Ok(match namespace {
-            Some(namespace) if namespaced => {
-                Api::namespaced_with(self.client.clone(), namespace, &resource)
-            }
-            _ => Api::all_with(self.client.clone(), &resource),
-        })
-    }
-
-    /// The client.
-    pub fn client(&self) -> &Client {
-        &self.client
     }
 }
 
@@ -730,7 +669,7 @@ mod tests {
     /// A registry whose informers never reach an API server: nothing listens at its address.
     fn informers() -> Informers {
         let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
-        let client = Client::try_from(config).unwrap();
+        let client = kube::Client::try_from(config).unwrap();
         Informers::new(Arc::new(Resources::new(client)), 2)
     }
 

@@ -40,9 +40,10 @@ use tokio::time::Instant;
 use crate::cluster::cache::{AppliedFields, CachedObject, FIELD_MANAGER_PREFIX, ObjectKey, Store};
 use crate::cluster::leader;
 use crate::cluster::managed::{self, IntentDigest};
+use crate::cluster::resources::Resources;
 use crate::cluster::selection::Selection;
 use crate::cluster::selector::LabelSelector;
-use crate::cluster::watch::{Informer, Resources};
+use crate::cluster::watch::Informer;
 use crate::control::events::{Correlator, Decision, EventKey};
 use crate::shard::write::SHARDER_FIELD_MANAGER;
 use crate::wasm::backend::{

@@ -58,8 +58,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::cache::ObjectKey;
+use crate::cluster::resources::Resources;
 use crate::cluster::selection::Selection;
-use crate::cluster::watch::Resources;
 use crate::shard::children::{self, Left, Seen, Shown};
 use crate::shard::membership::{self, Members, ring_of, shards};
 use crate::shard::retries::{Retries, sleep_until};

@@ -11,8 +11,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::resources::Resources;
 use crate::cluster::selection::Selection;
-use crate::cluster::watch::Resources;
 
 /// The events of one metadata watch, each with its tag.
 pub type Tagged<T> = BoxStream<

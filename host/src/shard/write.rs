@@ -9,7 +9,7 @@ use kube::api::{GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::cluster::cache::ObjectKey;
-use crate::cluster::watch::Resources;
+use crate::cluster::resources::Resources;
 
 /// The field manager of shard and drain labels, written by the sharder and by a member
 /// handing an object over.

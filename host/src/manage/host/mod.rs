@@ -33,7 +33,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::cluster::gate::Gate;
-use crate::cluster::watch::{Informer, Informers, Resources};
+use crate::cluster::resources::Resources;
+use crate::cluster::watch::{Informer, Informers};
 use crate::config::{Config, ModuleConfig, QueueConfig};
 use crate::control::controller::{Controller, Settings};
 use crate::control::replica::Replica;
