@@ -138,8 +138,9 @@ impl Objects {
         }
     }
 
-    /// Every second: rolls back each new revision whose reconciles fail too often, and writes
-    /// each object's changed reconcile counters as [`tally_due()`] says.
+    /// Every second: rolls back each new revision whose reconciles fail too often, queues each
+    /// object whose guest was stopped by another's claim to its name, and writes each object's
+    /// changed reconcile counters as [`tally_due()`] says.
     pub(super) async fn check(self: &Arc<Self>, guests: Weak<dyn Guests>) {
         let mut ticks = tokio::time::interval(CHECK_EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -157,6 +158,9 @@ impl Objects {
                     continue;
                 };
                 let Some(tally) = guests.tally(key) else {
+                    // Its guest was stopped behind its back (an older object took the name):
+                    // handled again, to say so.
+                    bad.push(key.clone());
                     continue;
                 };
                 // Only a replica that may act judges, on the history it read then: a standby
