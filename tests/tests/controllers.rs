@@ -726,24 +726,48 @@ async fn counters_that_only_move_reach_status_once_an_interval_and_a_first_failu
     .await
 }
 
-#[tokio::test]
-async fn guests_in_many_namespaces_share_the_hosts_access_reviews() -> Result<()> {
-    let client = crd_applied().await?;
+/// `count` namespaces of the test's own, named after `prefix`, and the mirror guest pushed as
+/// `controllers/mirror:TAG`, by its pinned reference.
+async fn mirrored_namespaces(
+    prefix: &str,
+    count: usize,
+    tag: &str,
+) -> Result<(Vec<TestNamespace>, String)> {
     let mut namespaces = Vec::new();
-    for index in 0..6 {
+    for index in 0..count {
         namespaces.push(
             control_plane()
-                .namespace(&format!("wasmaccess{index}"))
+                .namespace(&format!("{prefix}{index}"))
                 .await?,
         );
     }
-    let names: Vec<&str> = namespaces.iter().map(|ns| ns.name()).collect();
-    let pinned = push(
-        &guest_wasm("mirror"),
-        &registry::shared().reference("controllers/mirror:access"),
-    )?;
+    let reference = registry::shared().reference(&format!("controllers/mirror:{tag}"));
+    Ok((namespaces, push(&guest_wasm("mirror"), &reference)?))
+}
+
+/// Creates the WasmController `mirror` of the module `pinned` in `namespace` and waits until it
+/// runs.
+async fn mirror_running(client: &Client, namespace: &str, pinned: &str) -> Result<()> {
+    let api = wasm_controllers(client, namespace);
+    let spec = json!({ "module": { "image": pinned } });
+    api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
+        .await?;
+    until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+    Ok(())
+}
+
+/// A free loopback address for a host's metrics.
+fn metrics_address() -> Result<String> {
     let [port] = free_ports()?;
-    let metrics = format!("127.0.0.1:{port}");
+    Ok(format!("127.0.0.1:{port}"))
+}
+
+#[tokio::test]
+async fn guests_in_many_namespaces_share_the_hosts_access_reviews() -> Result<()> {
+    let client = crd_applied().await?;
+    let (namespaces, pinned) = mirrored_namespaces("wasmaccess", 6, "access").await?;
+    let names: Vec<&str> = namespaces.iter().map(|ns| ns.name()).collect();
+    let metrics = metrics_address()?;
     let args = ["--metrics-bind-address", metrics.as_str()];
     let reviews = async || -> Result<f64> {
         let text = kubewasm_tests::prometheus::scrape(metrics.parse()?).await?;
@@ -753,14 +777,7 @@ async fn guests_in_many_namespaces_share_the_hosts_access_reviews() -> Result<()
             |_| true,
         ))
     };
-    let run = async |namespace: &str| -> Result<()> {
-        let api = wasm_controllers(&client, namespace);
-        let spec = json!({ "module": { "image": pinned } });
-        api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
-            .await?;
-        until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
-        Ok(())
-    };
+    let run = async |namespace: &str| mirror_running(&client, namespace, &pinned).await;
 
     with_host_args(
         "controllers-access",
@@ -792,30 +809,14 @@ async fn confined_guests_past_the_per_kind_count_share_one_informer_of_every_nam
 -> Result<()> {
     let client = crd_applied().await?;
     let keys = names("key", 0..2);
-    let mut namespaces = Vec::new();
-    for index in 0..4 {
-        namespaces.push(
-            control_plane()
-                .namespace(&format!("wasmwide{index}"))
-                .await?,
-        );
-    }
+    let (namespaces, pinned) = mirrored_namespaces("wasmwide", 4, "wide").await?;
     let names: Vec<&str> = namespaces.iter().map(|ns| ns.name()).collect();
-    let pinned = push(
-        &guest_wasm("mirror"),
-        &registry::shared().reference("controllers/mirror:wide"),
-    )?;
-    let [port] = free_ports()?;
-    let metrics = format!("127.0.0.1:{port}");
+    let metrics = metrics_address()?;
     let args = ["--metrics-bind-address", metrics.as_str()];
     let config = format!("{}  namespaceInformersPerKind: 2\n", watching(&names));
 
     let run = async |namespace: &str| -> Result<()> {
-        let api = wasm_controllers(&client, namespace);
-        let spec = json!({ "module": { "image": pinned } });
-        api.create(&PostParams::default(), &wasm_controller("mirror", spec)?)
-            .await?;
-        until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+        mirror_running(&client, namespace, &pinned).await?;
         let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
         sources(&config_maps, &keys).await?;
         mirrored_by(&config_maps, &keys, "v1").await
