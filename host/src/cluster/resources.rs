@@ -2,6 +2,8 @@
 //! whether it is namespaced, and API handles for it.
 
 use std::collections::HashMap;
+#[cfg(test)]
+use std::sync::Arc;
 use std::sync::RwLock;
 
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
@@ -64,5 +66,13 @@ impl Resources {
     /// The client.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// Resources whose requests never reach an API server: nothing listens at their address.
+    #[cfg(test)]
+    pub fn unreachable() -> Arc<Self> {
+        let config = kube::Config::new("https://127.0.0.1:9".parse().expect("a valid address"));
+        let client = Client::try_from(config).expect("a client of a valid address");
+        Arc::new(Self::new(client))
     }
 }

@@ -20,6 +20,14 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// The same selection in every namespace.
+    pub fn everywhere(&self) -> Selection {
+        Selection {
+            namespace: None,
+            ..self.clone()
+        }
+    }
+
     /// Whether an object of this kind falls in the namespace and label selector. Cluster-scoped
     /// objects are in no namespace, so a namespace does not exclude them.
     pub fn selects(&self, object: &CachedObject) -> bool {

@@ -124,10 +124,7 @@ impl<'a> Servers<'a> {
         if selection.namespace.is_none() {
             return self.informers.acquire(selection, transform);
         }
-        let group = Selection {
-            namespace: None,
-            ..selection.clone()
-        };
+        let group = selection.everywhere();
         let mut wide = self.wide.borrow_mut();
         match wide.get(&(group.clone(), transform.clone())) {
             Some(true) => self.informers.acquire(&group, transform),
@@ -203,9 +200,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_guest_s_namespaces_of_a_kind_are_all_served_wide_or_all_by_their_own() {
-        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
-        let client = kube::Client::try_from(config).unwrap();
-        let resources = Arc::new(crate::cluster::resources::Resources::new(client));
+        let resources = crate::cluster::resources::Resources::unreachable();
         let informers = Informers::new(resources, 1);
         let pods = selection("Pod", Some("a"), None).kind;
         informers.reach().answer(&pods, true);

@@ -166,13 +166,11 @@ impl Handlers {
     /// an object in no namespace, every handler.
     fn call(&self, change: &Change) {
         let object = change.new.as_ref().or(change.old.as_ref());
-        let namespace = object.and_then(|o| o.namespace());
-        let within: Box<dyn Iterator<Item = &(u64, Handler)>> = match namespace {
-            Some(namespace) => Box::new(self.by_namespace.get(namespace).into_iter().flatten()),
-            None => Box::new(self.by_namespace.values().flatten()),
-        };
-        for (_, handler) in self.all.iter().chain(within) {
-            handler(change);
+        let call = |handlers: &Vec<(u64, Handler)>| handlers.iter().for_each(|(_, h)| h(change));
+        call(&self.all);
+        match object.and_then(|o| o.namespace()) {
+            Some(namespace) => self.by_namespace.get(namespace).into_iter().for_each(call),
+            None => self.by_namespace.values().for_each(call),
         }
     }
 }
@@ -242,10 +240,7 @@ impl Informers {
         if selection.namespace.is_none() || self.per_kind == 0 {
             return self.acquire(selection, transform);
         }
-        let wide = Selection {
-            namespace: None,
-            ..selection.clone()
-        };
+        let wide = selection.everywhere();
         let confined = {
             let running = self.running.lock().expect("informers lock");
             if let Some(informer) = running
@@ -668,9 +663,7 @@ mod tests {
 
     /// A registry whose informers never reach an API server: nothing listens at its address.
     fn informers() -> Informers {
-        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
-        let client = kube::Client::try_from(config).unwrap();
-        Informers::new(Arc::new(Resources::new(client)), 2)
+        Informers::new(Resources::unreachable(), 2)
     }
 
     fn configmaps(namespace: &str, selector: Option<&str>) -> Selection {

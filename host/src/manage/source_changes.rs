@@ -105,14 +105,11 @@ impl SourceChanges {
     /// The objects following the ConfigMap of `metadata`, when it is `deleted` or shows a
     /// resourceVersion other than the last one seen.
     fn changed(&self, metadata: &ObjectMeta, deleted: bool) -> Vec<Key> {
-        let (Some(namespace), Some(name)) = (&metadata.namespace, &metadata.name) else {
+        let Some(source) = key_of(metadata) else {
             return Vec::new();
         };
         let mut followed = self.followed.lock().expect("sources lock");
-        let Some((objects, seen)) = followed
-            .by_source
-            .get_mut(&(namespace.clone(), name.clone()))
-        else {
+        let Some((objects, seen)) = followed.by_source.get_mut(&source) else {
             return Vec::new();
         };
         let version = (!deleted)
@@ -133,10 +130,10 @@ impl SourceChanges {
 
     /// A ConfigMap the list shows: as a change, and noted.
     fn listed(&self, metadata: &ObjectMeta) -> Vec<Key> {
-        if let (Some(namespace), Some(name)) = (&metadata.namespace, &metadata.name) {
+        if let Some(source) = key_of(metadata) {
             let mut followed = self.followed.lock().expect("sources lock");
             if let Some(listed) = &mut followed.listed {
-                listed.insert((namespace.clone(), name.clone()));
+                listed.insert(source);
             }
         }
         self.changed(metadata, false)
@@ -166,6 +163,11 @@ impl SourceChanges {
         let followed = self.followed.lock().expect("sources lock");
         followed.by_object.keys().cloned().collect()
     }
+}
+
+/// The namespace and name of `metadata`, when it has both.
+fn key_of(metadata: &ObjectMeta) -> Option<Key> {
+    Some((metadata.namespace.clone()?, metadata.name.clone()?))
 }
 
 /// Returns once the host may list and watch ConfigMaps in every namespace, asking every 5

@@ -919,8 +919,7 @@ mod tests {
         std::fs::write(dir.path().join("bad.wasm"), "not a component").unwrap();
         let config = Config::from_yaml("modules:\n  - path: bad.wasm\n", dir.path()).unwrap();
         // Nothing listens there: the host must fail before it reaches the API server.
-        let client =
-            Client::try_from(kube::Config::new("https://127.0.0.1:9".parse().unwrap())).unwrap();
+        let client = Resources::unreachable().client().clone();
         let error = Host::start(
             &config,
             client,

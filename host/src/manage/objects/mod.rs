@@ -28,7 +28,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -294,38 +293,45 @@ pub fn spawn(
         closing: closing.clone(),
         gate,
     });
-    let until_closed = |work: Pin<Box<dyn Future<Output = ()> + Send>>| {
-        let closing = objects.closing.clone();
-        tasks.spawn(async move {
-            tokio::select! {
-                () = work => {}
-                () = closing.cancelled() => {}
-            }
-        });
-    };
+    let closing = &objects.closing;
     let watching = objects.clone();
-    until_closed(Box::pin(async move { watching.watch().await }));
+    spawn_until(tasks, closing, async move { watching.watch().await });
     let (checking, checked) = (objects.clone(), guests.clone());
-    until_closed(Box::pin(async move { checking.check(checked).await }));
+    spawn_until(tasks, closing, async move { checking.check(checked).await });
     let opening = objects.clone();
-    until_closed(Box::pin(async move {
+    spawn_until(tasks, closing, async move {
         opening.gate.opened().await;
         opening.requeue_all();
-    }));
+    });
     if let Some(every) = objects.settings.review_interval {
         let (reviewing, reviewed) = (objects.clone(), guests.clone());
-        until_closed(Box::pin(
-            async move { reviewing.review(reviewed, every).await },
-        ));
+        spawn_until(tasks, closing, async move {
+            reviewing.review(reviewed, every).await;
+        });
     }
     let changing = objects.clone();
-    until_closed(Box::pin(async move {
+    spawn_until(tasks, closing, async move {
         let changed = |key: &ControllerKey| changing.work.add(key.clone(), ());
         let changes = changing.sources.changes();
         changes.run(changing.client.clone(), changed).await;
-    }));
+    });
     let working = objects.clone();
-    until_closed(Box::pin(async move { working.work(guests).await }));
+    spawn_until(tasks, closing, async move { working.work(guests).await });
+}
+
+/// Runs `work` in `tasks` until it ends or `closing` is cancelled.
+fn spawn_until(
+    tasks: &TaskTracker,
+    closing: &CancellationToken,
+    work: impl Future<Output = ()> + Send + 'static,
+) {
+    let closing = closing.clone();
+    tasks.spawn(async move {
+        tokio::select! {
+            () = work => {}
+            () = closing.cancelled() => {}
+        }
+    });
 }
 
 struct Objects {
