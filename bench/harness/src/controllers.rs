@@ -70,7 +70,8 @@ pub struct Binaries {
     pub native: PathBuf,
     /// The controller-runtime binary, if it takes part.
     pub controller_runtime: Option<PathBuf>,
-    /// The podset example's component in each language, when the failover workload runs.
+    /// The podset example's component in each language, when the failover or density workload
+    /// runs.
     pub podset: Vec<(Language, PathBuf)>,
 }
 

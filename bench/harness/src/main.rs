@@ -48,7 +48,7 @@ async fn main() -> Result<()> {
             .as_deref()
             .map(|path| existing(&repo, path))
             .transpose()?,
-        podset: if plan.runs(Workload::Failover) {
+        podset: if plan.runs(Workload::Failover) || plan.runs(Workload::Density) {
             [
                 (Language::Rust, &args.podset_rust),
                 (Language::JavaScript, &args.podset_js),

@@ -201,7 +201,7 @@ async fn read_metadata(
         Permissions::new(None),
     ));
     // Loading takes its instance from the host's pool like any call.
-    let _slot = runtime.slot().await;
+    let _slot = runtime.slot(limits.memory_bytes as u64).await;
     let start = Instant::now();
     let mut store = runtime.store(CallContext::new(env, None), limits);
     within_deadline(limits, start, async {

@@ -1,14 +1,17 @@
 //! Density (kubewasm only): N WasmControllers, each confined to a namespace of its own holding a
-//! few sources, all run by one host. Four in five controllers take the copy guest from the local
-//! registry (one digest), the fifth from a ConfigMap in its namespace, as teams would ship it.
+//! few sources, all run by one host. In every ten controllers, six take the copy guest (four from
+//! the local registry, one digest, two from a ConfigMap in their namespace, as teams would ship
+//! it) and four the podset example, once in each of its languages, from the registry: their
+//! namespaces hold PodSets of one replica instead of ConfigMaps.
 //!
 //! The host starts with an empty compile cache (cold); the clock stops when every
-//! WasmController is Ready, as written by this host, and every child shows its source's data.
-//! Then an idle window: the host's memory and CPU, and the API server's requests and open
-//! watches, each less what the control plane does without the host (measured before it
-//! started). Then updates spread over every controller's sources at a fixed rate, and their
-//! latency. Last, the host is stopped and a new one started on the same objects and the same
-//! compile cache (warm), timed until every WasmController is Ready as written by it.
+//! WasmController is Ready, as written by this host, every child shows its source's data and
+//! every PodSet its replica. Then an idle window: the host's memory and CPU, and the API
+//! server's requests and open watches, each less what the control plane does without the host
+//! (measured before it started). Then updates spread over every copy guest's sources at a fixed
+//! rate, and their latency. Last, the host is stopped and a new one started on the same objects
+//! and the same compile cache (warm), timed until every WasmController is Ready as written by
+//! it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,6 +28,7 @@ use tokio::time::Instant;
 
 use kubewasm_tests::prometheus::has;
 use kubewasm_tests::registry::{self, Registry};
+use kubewasm_tests::{Language, podset};
 
 use crate::bench::{Bench, report_unclean};
 use crate::controllers::{Controllers, RunOptions};
@@ -33,11 +37,10 @@ use crate::procfs::Usage;
 use crate::report::{self, Ratio, Target};
 use crate::stats::Latencies;
 use crate::workloads::churn;
+use crate::workloads::failover::{create_podsets, reconciled, until};
 
 /// The label on every WasmController of a density run, valued with its controller count.
 const RUN_LABEL: &str = "bench.kubewasm.dev/density";
-/// One controller in this many takes its module from a ConfigMap, the others from the registry.
-const CONFIG_MAP_EVERY: usize = 5;
 /// Requests in flight while namespaces, sources and WasmControllers are created.
 const SETUP_CONCURRENCY: usize = 16;
 /// The host's default `statusCountersInterval`, and a margin.
@@ -53,6 +56,8 @@ const BASELINE: Duration = Duration::from_secs(20);
 pub struct Density {
     /// WasmControllers, each in a namespace of its own.
     pub controllers: usize,
+    /// Controllers by module: `copy`, `copy (ConfigMap)`, `podset (<language>)`.
+    pub modules: BTreeMap<String, usize>,
     pub sources_per_controller: usize,
     /// From the host's start, with an empty compile cache, to every WasmController Ready and
     /// every child converged.
@@ -75,7 +80,7 @@ pub struct Density {
     pub idle_requests: BTreeMap<String, f64>,
     /// Watches open on the API server while the host runs, less those open before it started.
     pub watches: f64,
-    /// Updates per second sent, spread over every controller's sources (at most
+    /// Updates per second sent, spread over every copy guest's sources (at most
     /// [`SOURCE_RATE`] per source).
     pub rate_per_second: f64,
     pub latency: Latencies,
@@ -88,13 +93,15 @@ pub async fn run(bench: &Bench, repo: &Path) -> Result<Vec<Density>> {
     let client = &bench.client;
     kubewasm_tests::apply_yaml(client, &repo.join("deploy/crds/wasmcontrollers.yaml"), None)
         .await?;
+    let crd = kubewasm_tests::repo_root().join("examples/podset/crd.yaml");
+    kubewasm_tests::apply_yaml(client, &crd, None).await?;
     let registry = Registry::start();
-    let image = push(bench, &registry.reference("copy:density"))?;
+    let images = Images::push(bench, &registry)?;
     let mut counts = bench.plan.density.clone();
     counts.sort_unstable();
     let mut results = Vec::new();
     for count in counts {
-        let result = measure(bench, &image, count).await?;
+        let result = measure(bench, &images, count).await?;
         println!(
             "density {count:>5} controllers: cold {:>6.1} s, warm {:>6.1} s, rss {:>7.1} MiB, \
              idle cpu {:.2}%, idle requests {:.2}/s, watches {:.0}, p99 {:.1} ms",
@@ -114,15 +121,90 @@ pub async fn run(bench: &Bench, repo: &Path) -> Result<Vec<Density>> {
 /// Bytes in a MiB.
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// Pushes the copy guest as `reference`; returns the reference pinned to its digest.
-fn push(bench: &Bench, reference: &str) -> Result<String> {
-    let binaries = bench.launcher.binaries();
-    registry::push_by(&binaries.kubewasm, &binaries.guest, reference)
+/// What the controller of one namespace runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tenant {
+    /// The copy guest from the registry, copying its ConfigMap sources to children.
+    Copy,
+    /// The copy guest from the ConfigMap `module` of its namespace.
+    CopyFromConfigMap,
+    /// The podset example in one language from the registry, keeping its PodSets' pods.
+    PodSet(Language),
 }
 
-async fn measure(bench: &Bench, image: &str, count: usize) -> Result<Density> {
+impl Tenant {
+    /// The tenant of the namespace at `index`: in every ten, four copy guests from the registry
+    /// (the first of them alone when one controller runs), two from a ConfigMap and the podset
+    /// example once in each language.
+    fn of(index: usize) -> Self {
+        match index % 10 {
+            3 => Self::PodSet(Language::Rust),
+            4 | 9 => Self::CopyFromConfigMap,
+            5 => Self::PodSet(Language::JavaScript),
+            6 => Self::PodSet(Language::Python),
+            7 => Self::PodSet(Language::Go),
+            _ => Self::Copy,
+        }
+    }
+
+    fn name(self) -> String {
+        match self {
+            Self::Copy => "copy".to_owned(),
+            Self::CopyFromConfigMap => "copy (ConfigMap)".to_owned(),
+            Self::PodSet(language) => format!("podset ({})", language.dir()),
+        }
+    }
+}
+
+/// The modules in the registry, pinned to their digests.
+struct Images {
+    copy: String,
+    podset: Vec<(Language, String)>,
+}
+
+impl Images {
+    /// Pushes the copy guest and the podset example in each language to `registry`.
+    fn push(bench: &Bench, registry: &Registry) -> Result<Self> {
+        let binaries = bench.launcher.binaries();
+        let push = |module: &Path, name: &str| {
+            registry::push_by(&binaries.kubewasm, module, &registry.reference(name))
+        };
+        anyhow::ensure!(
+            binaries.podset.len() == 4,
+            "the podset guests were not given"
+        );
+        Ok(Self {
+            copy: push(&binaries.guest, "copy:density")?,
+            podset: binaries
+                .podset
+                .iter()
+                .map(|(language, module)| {
+                    Ok((
+                        *language,
+                        push(module, &format!("podset-{}:density", language.dir()))?,
+                    ))
+                })
+                .collect::<Result<_>>()?,
+        })
+    }
+
+    /// The image of `tenant`, if it takes one from the registry.
+    fn of(&self, tenant: Tenant) -> Option<&str> {
+        match tenant {
+            Tenant::Copy => Some(&self.copy),
+            Tenant::CopyFromConfigMap => None,
+            Tenant::PodSet(language) => self
+                .podset
+                .iter()
+                .find(|(l, _)| *l == language)
+                .map(|(_, image)| image.as_str()),
+        }
+    }
+}
+
+async fn measure(bench: &Bench, images: &Images, count: usize) -> Result<Density> {
     let namespaces: Vec<String> = (0..count).map(|i| format!("density-{count}-{i}")).collect();
-    let sources = create(bench, image, &namespaces).await?;
+    let sources = create(bench, images, &namespaces).await?;
     let label = format!("density-{count}");
     let baseline = ApiServer::read(bench).await?;
     tokio::time::sleep(BASELINE).await;
@@ -140,7 +222,11 @@ async fn measure(bench: &Bench, image: &str, count: usize) -> Result<Density> {
         .launcher
         .controllers_host(&dir, &options(&cold_replica))?;
     ready(bench, count, &cold_replica, &mut host).await?;
-    for namespace in &namespaces {
+    for (index, namespace) in namespaces.iter().enumerate() {
+        if let Tenant::PodSet(_) = Tenant::of(index) {
+            podsets_converged(bench, namespace, &mut host).await?;
+            continue;
+        }
         let mine: Vec<Source> = sources
             .iter()
             .filter(|s| &s.namespace == namespace)
@@ -184,8 +270,13 @@ async fn measure(bench: &Bench, image: &str, count: usize) -> Result<Density> {
     report_unclean(&host.stop().await?);
     load::delete_namespaces(&bench.client, &namespaces).await?;
 
+    let mut modules = BTreeMap::new();
+    for index in 0..count {
+        *modules.entry(Tenant::of(index).name()).or_default() += 1;
+    }
     Ok(Density {
         controllers: count,
+        modules,
         sources_per_controller: bench.plan.density_sources,
         cold_seconds,
         warm_seconds,
@@ -204,27 +295,36 @@ async fn measure(bench: &Bench, image: &str, count: usize) -> Result<Density> {
     })
 }
 
-/// Creates each namespace with its sources, its module ConfigMap where it takes one, and its
-/// WasmController; returns every source.
-async fn create(bench: &Bench, image: &str, namespaces: &[String]) -> Result<Vec<Source>> {
+/// Creates each namespace with its sources (ConfigMaps or PodSets), its module ConfigMap where it
+/// takes one, and its WasmController; returns the copy guests' sources.
+async fn create(bench: &Bench, images: &Images, namespaces: &[String]) -> Result<Vec<Source>> {
     let module = std::fs::read(&bench.launcher.binaries().guest)?;
     let count = namespaces.len();
     let made: Vec<Vec<Source>> = futures::stream::iter(namespaces.iter().enumerate())
         .map(|(index, namespace)| {
             let module = &module;
             async move {
-                let sources = bench.sources(namespace, bench.plan.density_sources).await?;
-                let from_config_map = index % CONFIG_MAP_EVERY == CONFIG_MAP_EVERY - 1;
-                let source = if from_config_map {
-                    module_config_map(bench, namespace, module).await?;
-                    json!({ "configMap": { "name": "module", "key": "module.wasm" } })
-                } else {
-                    json!({ "image": image })
+                let tenant = Tenant::of(index);
+                let sources = match tenant {
+                    Tenant::PodSet(_) => {
+                        load::create_namespace(&bench.client, namespace).await?;
+                        let api = podset::podsets(&bench.client, namespace);
+                        create_podsets(&api, namespace, bench.plan.density_sources).await?;
+                        Vec::new()
+                    }
+                    _ => bench.sources(namespace, bench.plan.density_sources).await?,
+                };
+                let source = match images.of(tenant) {
+                    Some(image) => json!({ "image": image }),
+                    None => {
+                        module_config_map(bench, namespace, module).await?;
+                        json!({ "configMap": { "name": "module", "key": "module.wasm" } })
+                    }
                 };
                 let controller: DynamicObject = serde_json::from_value(json!({
                     "apiVersion": "kubewasm.dev/v1alpha1",
                     "kind": "WasmController",
-                    "metadata": { "name": "copy", "labels": { RUN_LABEL: count.to_string() } },
+                    "metadata": { "name": "density", "labels": { RUN_LABEL: count.to_string() } },
                     "spec": { "module": source },
                 }))?;
                 wasm_controllers(bench, Some(namespace))
@@ -238,6 +338,24 @@ async fn create(bench: &Bench, image: &str, namespaces: &[String]) -> Result<Vec
         .try_collect()
         .await?;
     Ok(made.into_iter().flatten().collect())
+}
+
+/// Waits until every PodSet of `namespace` shows its replica; fails early when the host exits.
+async fn podsets_converged(bench: &Bench, namespace: &str, host: &mut Controllers) -> Result<()> {
+    let api = podset::podsets(&bench.client, namespace);
+    let timeout = Duration::from_secs(120);
+    until(
+        &format!("the PodSets of {namespace}"),
+        timeout,
+        Duration::from_millis(100),
+        async || {
+            host.check_running()?;
+            let listed = api.list(&ListParams::default()).await?.items;
+            let all = listed.len() == bench.plan.density_sources;
+            Ok((all && listed.iter().all(reconciled)).then_some(()))
+        },
+    )
+    .await
 }
 
 /// `sources` ordered so that round-robin updates reach every namespace before a second source
@@ -481,6 +599,16 @@ pub fn table(out: &mut String, runs: &[Density]) {
         }),
     );
     for run in runs {
+        let modules: Vec<String> = run
+            .modules
+            .iter()
+            .map(|(module, count)| format!("{module} {count}"))
+            .collect();
+        out.push_str(&format!(
+            "\nModules of {} controllers: {}.\n",
+            run.controllers,
+            modules.join(", ")
+        ));
         let requests: Vec<String> = run
             .idle_requests
             .iter()

@@ -209,7 +209,7 @@ pub async fn run(bench: &Bench, objects: usize) -> Result<Vec<Failover>> {
     }
     let started = Instant::now();
     for guest in &guests {
-        create_podsets(guest).await?;
+        create_podsets(&guest.podsets, &guest.namespace, guest.count).await?;
     }
     eprintln!(
         "failover: created {} PodSets in {:.1} s",
@@ -366,10 +366,13 @@ async fn measure(
     })
 }
 
-/// Creates the guest's PodSets `ps-00000`, ... of one replica each, once its namespace serves
-/// them.
-async fn create_podsets(guest: &Guest) -> Result<()> {
-    let api = &guest.podsets;
+/// Creates `count` PodSets `ps-00000`, ... of one replica each through `api` (of `namespace`),
+/// once it serves them.
+pub(crate) async fn create_podsets(
+    api: &Api<DynamicObject>,
+    namespace: &str,
+    count: usize,
+) -> Result<()> {
     until(
         "the PodSet CRD to be served",
         Duration::from_secs(60),
@@ -378,12 +381,12 @@ async fn create_podsets(guest: &Guest) -> Result<()> {
     )
     .await?;
     let params = &PostParams::default();
-    futures::stream::iter(0..guest.count)
+    futures::stream::iter(0..count)
         .map(|index| async move {
             let podset = podset::podset(&format!("ps-{index:05}"), 1)?;
             load::retry(|| api.create(params, &podset))
                 .await
-                .with_context(|| format!("creating PodSet {index} in {}", guest.namespace))?;
+                .with_context(|| format!("creating PodSet {index} in {namespace}"))?;
             anyhow::Ok(())
         })
         .buffer_unordered(CREATE_CONCURRENCY)
@@ -408,7 +411,7 @@ async fn cached_objects(client: &Client, guests: &[Guest]) -> Result<usize> {
 }
 
 /// Whether a PodSet's status shows its spec reconciled: its replicas, for its generation.
-fn reconciled(podset: &DynamicObject) -> bool {
+pub(crate) fn reconciled(podset: &DynamicObject) -> bool {
     let status = &podset.data["status"];
     podset.metadata.generation.is_some()
         && status["observedGeneration"].as_i64() == podset.metadata.generation
@@ -759,7 +762,7 @@ fn handling(guests: &[Guest]) -> Duration {
 
 /// Runs `check` every `every` until it returns `Some` or fails; fails after `timeout` naming
 /// `what`.
-async fn until<T>(
+pub(crate) async fn until<T>(
     what: &str,
     timeout: Duration,
     every: Duration,
