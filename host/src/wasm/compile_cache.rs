@@ -89,6 +89,11 @@ impl CompileCache {
         self.dir.join(format!("{digest}-{}.cwasm", self.engine_key))
     }
 
+    /// Whether an entry for this digest exists (usable or not: [`CompileCache::get`] tells).
+    pub fn holds(&self, digest: &str) -> bool {
+        self.entry(digest).is_file()
+    }
+
     /// The cached component with this digest, if there is a usable entry. An entry the engine
     /// rejects (corrupt, or from an incompatible build) is removed and reported as absent.
     pub fn get(&self, engine: &Engine, digest: &str) -> Option<Component> {

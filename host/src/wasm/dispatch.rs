@@ -155,9 +155,7 @@ async fn in_fresh_instance<T>(
         .acquire_owned()
         .await
         .expect("a guest's share is never closed");
-    let _slot = runtime
-        .slot(env.memory.bytes(limits.memory_bytes as u64))
-        .await;
+    let _slot = runtime.slot().await;
     let start = Instant::now();
     let context = CallContext::new(env.clone(), scope);
     let writes = context.writes.clone();
@@ -176,7 +174,6 @@ async fn in_fresh_instance<T>(
     // A write the deadline left on its way lands, or fails, within the host-call timeout.
     writes.close();
     writes.wait().await;
-    env.memory.observe(store.data().memory_bytes() as u64);
     forward_output(&store);
     result.map_err(|error| classify(error, limits, store.data().memory_exhausted()))
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 use tokio_util::task::TaskTracker;
 
 use crate::histogram::{GUEST_CALL_BUCKETS, Histogram};
-use crate::wasm::admission::MemoryEstimate;
 use crate::wasm::backend::{Backend, Scope};
 use crate::wasm::declaration::Declared;
 use crate::wasm::limits::RateLimit;
@@ -35,8 +34,6 @@ pub struct GuestEnv {
     /// One permit per instance the guest may hold at once (its share of the host's pool),
     /// taken before the pool's own.
     pub share: Arc<tokio::sync::Semaphore>,
-    /// The linear memory its calls take, as reserved from the host's budget.
-    pub memory: MemoryEstimate,
 }
 
 impl GuestEnv {
@@ -60,7 +57,6 @@ impl GuestEnv {
             share: Arc::new(tokio::sync::Semaphore::new(
                 tokio::sync::Semaphore::MAX_PERMITS,
             )),
-            memory: MemoryEstimate::default(),
         }
     }
 

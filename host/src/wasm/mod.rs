@@ -5,7 +5,6 @@
 //! dispatch of one call into a fresh instance. It reaches the cluster only through a
 //! [`backend::Backend`], so the same guest runs against the cluster or against fixtures.
 
-pub mod admission;
 pub mod backend;
 pub mod bindings;
 pub mod compile_cache;

@@ -164,9 +164,13 @@ async fn link(
     let compiled = {
         let runtime = runtime.clone();
         let digest = digest.to_owned();
-        tokio::task::spawn_blocking(move || runtime.compile(&bytes, &digest))
-            .await
-            .expect("compilation does not panic")
+        let turn = runtime.compile_turn(&digest).await;
+        tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            runtime.compile(&bytes, &digest)
+        })
+        .await
+        .expect("compilation does not panic")
     };
     let Compiled { component, cached } = compiled.map_err(|e| LoadError::Compile {
         origin: origin.to_owned(),
@@ -201,7 +205,7 @@ async fn read_metadata(
         Permissions::new(None),
     ));
     // Loading takes its instance from the host's pool like any call.
-    let _slot = runtime.slot(limits.memory_bytes as u64).await;
+    let _slot = runtime.slot().await;
     let start = Instant::now();
     let mut store = runtime.store(CallContext::new(env, None), limits);
     within_deadline(limits, start, async {

@@ -22,7 +22,6 @@ use wasmtime::{
 };
 use wasmtime_wasi::{Deterministic, HostWallClock, WasiCtx};
 
-use crate::wasm::admission::{Admission, Admitted, memory_budget};
 use crate::wasm::bindings::{GuestPre, kubewasm, v0_1};
 use crate::wasm::compile_cache::CompileCache;
 use crate::wasm::env::CallContext;
@@ -108,12 +107,10 @@ pub struct Runtime {
     linked: Arc<Mutex<HashMap<String, Weak<GuestPre<CallState>>>>>,
     /// A lock per digest being linked (see [`Runtime::linking`]).
     linking: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
-    /// Held while a module is compiled: one compilation at a time, in the order asked (each
-    /// already uses every core), so that the host's peak memory is that of its largest
-    /// compilation, not their sum.
+    /// The turn to compile (see [`Runtime::compile_turn`]).
     compiling: Arc<tokio::sync::Mutex<()>>,
-    /// Room for instances: taken for every call, in arrival order.
-    admission: Arc<Admission>,
+    /// One permit per instance the pool holds; taken for every call, in arrival order.
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// A component ready to be linked.
@@ -178,15 +175,18 @@ impl Runtime {
             linked: Arc::default(),
             linking: Arc::default(),
             compiling: Arc::default(),
-            admission: Arc::new(Admission::new(instances, memory_budget())),
+            slots: Arc::new(tokio::sync::Semaphore::new(instances as usize)),
         })
     }
 
-    /// Waits for room for one more instance expected to take `memory_bytes` of linear memory
-    /// (see [`Admission`]): every call holds it for as long as its store lives. Calls are let
-    /// in in the order they asked.
-    pub async fn slot(&self, memory_bytes: u64) -> Admitted {
-        self.admission.admit(memory_bytes).await
+    /// Waits for room for one more instance: every call holds one for as long as its store
+    /// lives. Calls are let in in the order they asked.
+    pub async fn slot(&self) -> tokio::sync::OwnedSemaphorePermit {
+        self.slots
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the slots are never closed")
     }
 
     /// Keeps compiled modules in `dir` across restarts (see [`CompileCache`]).
@@ -216,10 +216,21 @@ impl Runtime {
         &self.linker
     }
 
+    /// Waits for the turn to compile the bytes with SHA-256 `digest`, unless the compile cache
+    /// holds them: compilations run one at a time, in the order asked (each already uses every
+    /// core), so that the host's peak memory is that of its largest compilation, not their sum.
+    /// Hold the turn through [`Runtime::compile`].
+    pub async fn compile_turn(&self, digest: &str) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        if self.cache.as_ref().is_some_and(|cache| cache.holds(digest)) {
+            return None;
+        }
+        Some(self.compiling.clone().lock_owned().await)
+    }
+
     /// Compiles component bytes whose SHA-256 is `digest`, or reads them from the compile
-    /// cache. CPU-heavy and blocking: call it off the async executor. Compilations run one at a
-    /// time and hand the memory they freed back to the system. A failure to write the cache is logged and
-    /// costs only a later compilation.
+    /// cache, and hands the memory a compilation freed back to the system. CPU-heavy: call it
+    /// off the async executor, holding [`Runtime::compile_turn`]. A failure to write the cache
+    /// is logged and costs only a later compilation.
     pub fn compile(&self, bytes: &[u8], digest: &str) -> wasmtime::Result<Compiled> {
         if let Some(component) = self
             .cache
@@ -231,7 +242,6 @@ impl Runtime {
                 cached: true,
             });
         }
-        let _one = self.compiling.blocking_lock();
         let compiled = Component::new(&self.engine, bytes).map(|c| self.cached_copy(digest, c));
         release_free_memory();
         Ok(Compiled {
@@ -455,8 +465,8 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn compilations_wait_for_each_other_but_reads_of_the_compile_cache_do_not() {
+    #[tokio::test]
+    async fn compilations_wait_for_each_other_but_reads_of_the_compile_cache_do_not() {
         let dir = tempfile::tempdir().unwrap();
         let runtime = Runtime::new().unwrap().with_compile_cache(dir.path());
         let bytes = |export: &str| {
@@ -465,23 +475,23 @@ mod tests {
             ))
             .unwrap()
         };
-        runtime.compile(&bytes("cached"), "cached").unwrap();
-        let compiling = runtime.compiling.blocking_lock();
-        assert!(runtime.compile(&bytes("cached"), "cached").unwrap().cached);
-        let (done, finished) = std::sync::mpsc::channel();
         let compiler = runtime.clone();
-        let waiting = std::thread::spawn(move || {
-            let compiled = compiler.compile(&bytes("new"), "new").unwrap();
-            done.send(()).unwrap();
-            compiled.cached
-        });
-        let timeout = Duration::from_millis(300);
+        let cached = bytes("cached");
+        tokio::task::spawn_blocking(move || compiler.compile(&cached, "cached"))
+            .await
+            .unwrap()
+            .unwrap();
+        let turn = runtime.compile_turn("new").await;
+        assert!(turn.is_some());
+        assert!(runtime.compile_turn("cached").await.is_none());
+        let waiting = runtime.compile_turn("other");
+        let timeout = Duration::from_millis(100);
         assert!(
-            finished.recv_timeout(timeout).is_err(),
-            "compiled meanwhile"
+            tokio::time::timeout(timeout, waiting).await.is_err(),
+            "two turns at once"
         );
-        drop(compiling);
-        assert!(!waiting.join().unwrap());
+        drop(turn);
+        assert!(runtime.compile_turn("other").await.is_some());
     }
 
     #[tokio::test]

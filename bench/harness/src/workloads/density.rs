@@ -93,8 +93,7 @@ pub async fn run(bench: &Bench, repo: &Path) -> Result<Vec<Density>> {
     let client = &bench.client;
     kubewasm_tests::apply_yaml(client, &repo.join("deploy/crds/wasmcontrollers.yaml"), None)
         .await?;
-    let crd = kubewasm_tests::repo_root().join("examples/podset/crd.yaml");
-    kubewasm_tests::apply_yaml(client, &crd, None).await?;
+    kubewasm_tests::apply_yaml(client, &repo.join("examples/podset/crd.yaml"), None).await?;
     let registry = Registry::start();
     let images = Images::push(bench, &registry)?;
     let mut counts = bench.plan.density.clone();
@@ -169,10 +168,18 @@ impl Images {
         let push = |module: &Path, name: &str| {
             registry::push_by(&binaries.kubewasm, module, &registry.reference(name))
         };
-        anyhow::ensure!(
-            binaries.podset.len() == 4,
-            "the podset guests were not given"
-        );
+        for language in [
+            Language::Rust,
+            Language::JavaScript,
+            Language::Python,
+            Language::Go,
+        ] {
+            anyhow::ensure!(
+                binaries.podset.iter().any(|(l, _)| *l == language),
+                "the podset guest in {} was not given",
+                language.dir()
+            );
+        }
         Ok(Self {
             copy: push(&binaries.guest, "copy:density")?,
             podset: binaries
