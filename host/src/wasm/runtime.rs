@@ -475,12 +475,7 @@ mod tests {
             ))
             .unwrap()
         };
-        let compiler = runtime.clone();
-        let cached = bytes("cached");
-        tokio::task::spawn_blocking(move || compiler.compile(&cached, "cached"))
-            .await
-            .unwrap()
-            .unwrap();
+        runtime.compile(&bytes("cached"), "cached").unwrap();
         let turn = runtime.compile_turn("new").await;
         assert!(turn.is_some());
         assert!(runtime.compile_turn("cached").await.is_none());
@@ -504,11 +499,8 @@ mod tests {
                 (func (export "grow") (drop (memory.grow (i32.const 3)))))
             (core instance $i (instantiate $m))
             (func (export "grow") (canon lift (core func $i "grow"))))"#;
-        let compiler = runtime.clone();
-        let bytes = wat::parse_str(wat).unwrap();
-        let component = tokio::task::spawn_blocking(move || compiler.compile(&bytes, "memory"))
-            .await
-            .unwrap()
+        let component = runtime
+            .compile(&wat::parse_str(wat).unwrap(), "memory")
             .unwrap()
             .component;
         let mut store = runtime.store(CallContext::for_tests("memory"), &CallLimits::default());
