@@ -361,8 +361,13 @@ impl Registries {
             return Ok(bytes);
         }
         let bytes = self.pull_layer(artifact, auth).await?;
-        let (store, kept) = (self.store.clone(), bytes.clone());
-        blocking(move || store.put(&digest, &kept, &access)).await;
+        let store = self.store.clone();
+        // Moved into the store's task and back, not copied.
+        let bytes = blocking(move || {
+            store.put(&digest, &bytes, &access);
+            bytes
+        })
+        .await;
         Ok(bytes)
     }
 

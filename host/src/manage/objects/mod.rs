@@ -512,7 +512,7 @@ impl Objects {
     }
 
     /// Does what [`decide`] chose for the object `handled` is about.
-    async fn take(self: &Arc<Self>, step: Step, handled: Handled<'_>, guests: &dyn Guests) {
+    async fn take(self: &Arc<Self>, step: Step, mut handled: Handled<'_>, guests: &dyn Guests) {
         let Handled { key, spec, .. } = handled;
         if step != Step::Run && step != Step::Confirm {
             self.work.forget(key);
@@ -543,7 +543,12 @@ impl Objects {
             }
             Step::KeepRolledBack => self.keep_rolled_back(&handled).await,
             Step::Run => {
-                if self.run_fetched(&handled, guests).await {
+                // Moved, not copied: a thousand objects loading one large module at once each
+                // hold its bytes.
+                let Some(bytes) = handled.fetched.bytes.take() else {
+                    unreachable!("a changed module is fetched");
+                };
+                if self.run_fetched(&handled, bytes, guests).await {
                     self.confirm(handled).await;
                 }
             }
@@ -551,8 +556,13 @@ impl Objects {
         }
     }
 
-    /// Runs the fetched module in place of what runs; whether it runs.
-    async fn run_fetched(self: &Arc<Self>, handled: &Handled<'_>, guests: &dyn Guests) -> bool {
+    /// Runs the fetched module, `bytes`, in place of what runs; whether it runs.
+    async fn run_fetched(
+        self: &Arc<Self>,
+        handled: &Handled<'_>,
+        bytes: Vec<u8>,
+        guests: &dyn Guests,
+    ) -> bool {
         let Handled {
             key,
             object,
@@ -561,9 +571,6 @@ impl Objects {
             ..
         } = *handled;
         let fetched = &handled.fetched;
-        let Some(bytes) = fetched.bytes.clone() else {
-            unreachable!("a changed module is fetched");
-        };
         let origin = fetched.origin.clone();
         let ran = guests
             .run(key, &created(object), origin, bytes, &spec.module)
