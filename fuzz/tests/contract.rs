@@ -36,6 +36,7 @@ use kubewasm::wasm::dispatch::{self, Entry, Outcome};
 use kubewasm::wasm::env::GuestEnv;
 use kubewasm::wasm::limits::CallLimits;
 use kubewasm::wasm::module::{self, Module};
+use kubewasm::wasm::module_bytes::ModuleBytes;
 use kubewasm::wasm::offline::{OfflineBackend, Write};
 use kubewasm::wasm::permissions::Permissions;
 use kubewasm::wasm::runtime::Runtime;
@@ -291,7 +292,12 @@ impl Harness {
         };
         let bytes = std::fs::read(guest_wasm("fuzz")).expect("the fuzz guest");
         let module = tokio
-            .block_on(module::load_bytes(&runtime, "fuzz".into(), bytes, &limits))
+            .block_on(module::load_bytes(
+                &runtime,
+                "fuzz".into(),
+                ModuleBytes::new(bytes),
+                &limits,
+            ))
             .expect("the fuzz guest loads");
         let config = Config::from_yaml(
             &format!("modules:\n  - path: fuzz.wasm\n{}", grants_yaml(NS)),

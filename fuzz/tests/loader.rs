@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use arbitrary::Unstructured;
 use kubewasm::wasm::limits::CallLimits;
 use kubewasm::wasm::module::{LoadError, load_bytes};
+use kubewasm::wasm::module_bytes::ModuleBytes;
 use kubewasm::wasm::runtime::Runtime;
 use kubewasm_fuzz::{Draw, test_time};
 use kubewasm_tests::guest_wasm;
@@ -175,7 +176,7 @@ fn loader_target() {
             let loaded = loader.executor.block_on(load_bytes(
                 &loader.runtime,
                 "fuzz.wasm".into(),
-                module,
+                ModuleBytes::new(module),
                 &CallLimits::default(),
             ));
             let elapsed = start.elapsed();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use kubewasm::wasm::limits::CallLimits;
 use kubewasm::wasm::module;
+use kubewasm::wasm::module_bytes::ModuleBytes;
 use kubewasm::wasm::runtime::Runtime;
 use kubewasm_testkit::build;
 
@@ -43,7 +44,7 @@ async fn modules_of_the_same_bytes_share_their_compiled_code_while_one_is_alive(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modules_of_the_same_bytes_loaded_at_once_share_one_compiled_component() {
-    let bytes = std::fs::read(podset()).unwrap();
+    let bytes = ModuleBytes::new(std::fs::read(podset()).unwrap());
     let runtime = Runtime::new().unwrap();
     let limits = CallLimits::default();
     // As a host starting with many WasmControllers of one image loads them all together.

@@ -651,6 +651,71 @@ async fn a_tag_is_polled_with_head_requests_only() -> Result<()> {
     .await
 }
 
+#[tokio::test]
+async fn teams_loading_one_image_at_once_pull_its_layer_once() -> Result<()> {
+    let (client, namespaces) = teams(["shared-a", "shared-b", "shared-c", "shared-d"]).await?;
+    let registry = Registry::start();
+    // A build of its own, so that no earlier test left it in a module store.
+    let mut module = std::fs::read(guest_wasm("mirror"))?;
+    module.extend(custom_section(
+        "kubewasm-test",
+        namespaces[0].name().as_bytes(),
+    ));
+    let layer = format!("sha256:{}", kubewasm_tests::registry::sha256_hex(&module));
+    let path = tempfile::NamedTempFile::new()?;
+    std::fs::write(path.path(), &module)?;
+    let tag = registry.reference("shared/mirror:v1");
+    kubewasm_tests::registry::push(path.path(), &tag)?;
+    for namespace in &namespaces {
+        create(&client, namespace.name(), "mirror", json!({ "image": tag })).await?;
+    }
+    let watched: Vec<&TestNamespace> = namespaces.iter().collect();
+    with_host_args(
+        "tenants-shared-image",
+        &config(&watched),
+        &[],
+        async |_host| {
+            for namespace in &namespaces {
+                let api = wasm_controllers(&client, namespace.name());
+                until_condition(&api, "mirror", "Ready", is("True", "Running")).await?;
+            }
+            let pulls = registry.requests("GET", &format!("/v2/shared/mirror/blobs/{layer}"));
+            ensure!(
+                pulls == 1,
+                "four controllers of one image pulled its layer {pulls} times:\n{}",
+                registry.log()
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// A custom section `name` holding `payload`, to append to a component.
+fn custom_section(name: &str, payload: &[u8]) -> Vec<u8> {
+    let mut content = leb128(name.len());
+    content.extend(name.as_bytes());
+    content.extend(payload);
+    let mut section = vec![0];
+    section.extend(leb128(content.len()));
+    section.extend(content);
+    section
+}
+
+/// `value` in unsigned LEB128.
+fn leb128(mut value: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            bytes.push(byte);
+            return bytes;
+        }
+        bytes.push(byte | 0x80);
+    }
+}
+
 /// `kubewasm run` arguments electing a leader on the Lease `tenants-leader` in `namespace`.
 fn election(namespace: &str) -> [&str; 5] {
     [

@@ -77,6 +77,13 @@ pub struct Args {
     /// Idle seconds of each density run after convergence [default: 60; quick: 10].
     #[arg(long)]
     pub density_idle_seconds: Option<u64>,
+    /// Sources in each density run's namespaces.
+    #[arg(long, default_value_t = 5)]
+    pub density_sources: usize,
+    /// Updates per second of each density run's latency window, spread over every controller; a
+    /// source takes at most two a second, so few controllers take fewer.
+    #[arg(long, default_value_t = 100)]
+    pub density_rate: u32,
     /// Bytes of payload in each source's data.
     #[arg(long, default_value_t = 256)]
     pub payload_bytes: usize,
@@ -274,9 +281,9 @@ impl Plan {
                 .density
                 .clone()
                 .unwrap_or_else(|| pick(quick, vec![1, 20], vec![1, 100, 1000])),
-            density_sources: 5,
+            density_sources: args.density_sources,
             density_idle_seconds: args.density_idle_seconds.unwrap_or(pick(quick, 10, 60)),
-            density_rate: 100,
+            density_rate: args.density_rate,
             workloads: args.workloads.clone(),
             implementations: args.implementations.clone(),
         }

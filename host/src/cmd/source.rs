@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use oci_client::secrets::RegistryAuth;
 
+use crate::wasm::module_bytes::ModuleBytes;
 use crate::wasm::module_store::ModuleStore;
 use crate::wasm::oci::{self, OciError, Registries, RegistrySettings};
 
@@ -63,7 +64,10 @@ impl ModuleSource {
     /// Reads the module: where it comes from, as shown to the user, and its bytes. An artifact
     /// is pulled with the credentials of the local Docker config, if it has some for the
     /// registry, and kept in the default module store.
-    pub async fn read(&self, settings: RegistrySettings) -> Result<(String, Vec<u8>), SourceError> {
+    pub async fn read(
+        &self,
+        settings: RegistrySettings,
+    ) -> Result<(String, ModuleBytes), SourceError> {
         match self {
             Self::File(path) => {
                 let bytes = tokio::fs::read(path)
@@ -72,7 +76,7 @@ impl ModuleSource {
                         path: path.clone(),
                         source,
                     })?;
-                Ok((path.display().to_string(), bytes))
+                Ok((path.display().to_string(), ModuleBytes::new(bytes)))
             }
             Self::Artifact(text) => {
                 let reference = oci::parse_reference(text)?;

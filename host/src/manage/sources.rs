@@ -16,6 +16,7 @@ use crate::config::{ImageSource, KeyRef, Source};
 use crate::manage::refusal::Refusal;
 use crate::manage::revisions::Revision;
 use crate::manage::source_changes::SourceChanges;
+use crate::wasm::module_bytes::ModuleBytes;
 use crate::wasm::module_store::Access;
 use crate::wasm::oci::{self, Artifact, Registries};
 
@@ -27,7 +28,7 @@ pub struct Fetched {
     /// Where it came from, as shown: a pinned reference, `configmap/NAME/KEY`, a path.
     pub origin: String,
     /// Its bytes; `None` when it is the module that runs (not fetched again).
-    pub bytes: Option<Vec<u8>>,
+    pub bytes: Option<ModuleBytes>,
     /// The SHA-256 of its bytes, hex.
     pub module_digest: String,
     /// For an image: the reference pinned to its manifest's digest, and that digest.
@@ -89,7 +90,7 @@ impl Sources {
         revision: &Revision,
         spec: &ControllerSpec,
         namespace: &str,
-    ) -> Result<Vec<u8>, Refusal> {
+    ) -> Result<ModuleBytes, Refusal> {
         let hex = revision
             .module_digest
             .strip_prefix("sha256:")
@@ -118,7 +119,7 @@ impl Sources {
             None => None,
         };
         if let Some(bytes) = stored {
-            return Ok(bytes);
+            return Ok(ModuleBytes::checked(hex, bytes));
         }
         let Some(image) = reference else {
             return Err(Refusal {
@@ -143,7 +144,9 @@ impl Sources {
                 transient: false,
             });
         }
-        Ok(fetched.bytes.unwrap_or_default())
+        Ok(fetched
+            .bytes
+            .expect("with nothing running, the layer is fetched"))
     }
 
     /// The module store's record of modules read from objects of `namespace`.
@@ -360,14 +363,12 @@ impl Sources {
                 transient: false,
             });
         }
-        let module_digest = crate::wasm::module::sha256_hex(&bytes);
+        let bytes = ModuleBytes::new(bytes);
+        let module_digest = bytes.digest().to_owned();
         if let Some(access) = self.namespace_access(namespace) {
-            let (store, digest, kept) = (
-                self.registries.store().clone(),
-                module_digest.clone(),
-                bytes.clone(),
-            );
-            let _ = tokio::task::spawn_blocking(move || store.put(&digest, &kept, &access)).await;
+            let (store, kept) = (self.registries.store().clone(), bytes.clone());
+            let _ =
+                tokio::task::spawn_blocking(move || store.put(kept.digest(), &kept, &access)).await;
         }
         Ok(Fetched {
             origin,

@@ -16,6 +16,7 @@ pub mod imports;
 pub mod imports_0_1;
 pub mod limits;
 pub mod module;
+pub mod module_bytes;
 pub mod module_store;
 pub mod oci;
 pub mod offline;

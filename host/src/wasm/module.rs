@@ -16,6 +16,7 @@ use crate::wasm::bindings::{GUEST_INTERFACES, GuestPre, types};
 use crate::wasm::declaration::{self, Declared, Metadata};
 use crate::wasm::env::{CallContext, GuestEnv};
 use crate::wasm::limits::CallLimits;
+use crate::wasm::module_bytes::ModuleBytes;
 use crate::wasm::permissions::Permissions;
 use crate::wasm::runtime::{Compiled, Runtime, within_deadline};
 use crate::wasm::state::CallState;
@@ -99,14 +100,14 @@ pub async fn load(
             origin: origin.clone(),
             source,
         })?;
-    load_bytes(runtime, origin, bytes, limits).await
+    load_bytes(runtime, origin, ModuleBytes::new(bytes), limits).await
 }
 
 /// Compiles and validates the module `bytes`, which came from `origin`.
 pub async fn load_bytes(
     runtime: &Runtime,
     origin: String,
-    bytes: Vec<u8>,
+    bytes: ModuleBytes,
     limits: &CallLimits,
 ) -> Result<Arc<Module>, LoadError> {
     // The compiler would also read WebAssembly text, and report anything else as bad text.
@@ -117,7 +118,7 @@ pub async fn load_bytes(
                 .into(),
         });
     }
-    let digest = sha256_hex(&bytes);
+    let digest = bytes.digest().to_owned();
     let (pre, from_cache) = match runtime.linked(&digest) {
         Some(pre) => (pre, true),
         None => {
@@ -158,7 +159,7 @@ pub async fn load_bytes(
 async fn link(
     runtime: &Runtime,
     origin: &str,
-    bytes: Vec<u8>,
+    bytes: ModuleBytes,
     digest: &str,
 ) -> Result<(Arc<GuestPre<CallState>>, bool), LoadError> {
     let compiled = {

@@ -30,7 +30,7 @@ pub const DEFAULT_MAX_BYTES: u64 = 2 << 30;
 const MAX_ACCESS_RECORDS: usize = 256;
 
 /// Who took a module from its source, as the store records it: see the module doc.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Access([u8; 32]);
 
 impl std::fmt::Debug for Access {

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::wasm::bindings::GUEST_INTERFACES;
 use crate::wasm::module::sha256_hex;
+use crate::wasm::module_bytes::{Held, KeyedLocks, ModuleBytes};
 use crate::wasm::module_store::{Access, ModuleStore};
 use crate::wasm::pull::{self, Puller};
 pub use crate::wasm::registry_error::OciError;
@@ -242,6 +243,10 @@ pub struct Registries {
     settings: RegistrySettings,
     store: ModuleStore,
     puller: Puller,
+    /// Modules a load holds, shared with later fetches of them.
+    held: Held,
+    /// A turn per module and record of who takes it (see [`Registries::fetch`]).
+    fetching: KeyedLocks<(String, Access)>,
 }
 
 impl Registries {
@@ -254,6 +259,8 @@ impl Registries {
             settings,
             store,
             puller,
+            held: Held::default(),
+            fetching: KeyedLocks::default(),
         }
     }
 
@@ -337,17 +344,48 @@ impl Registries {
         &self.store
     }
 
-    /// The component bytes of `artifact`, which `auth` has just resolved: from the store when
-    /// it holds them, else fetched with `auth` (bounded by the size limit, verified against the
-    /// layer's digest) and stored, recording that `auth` took them.
+    /// The component bytes of `artifact`, which `auth` has just resolved: shared with a load
+    /// that holds them already, else from the store when it holds them, else fetched with
+    /// `auth` (bounded by the size limit, verified against the layer's digest) and stored;
+    /// recording that `auth` took them. Fetches with the same credentials from the same
+    /// repository of one module take turns, so that loads of it at once read it once; other
+    /// credentials wait for none of them.
     pub async fn fetch(
         &self,
         artifact: &Artifact,
         auth: &RegistryAuth,
-    ) -> Result<Vec<u8>, OciError> {
+    ) -> Result<ModuleBytes, OciError> {
+        let digest = artifact.module_digest();
+        let access = self.access(&artifact.reference, auth);
+        let _turn = match access {
+            Some(access) => Some(self.fetching.lock((digest.to_owned(), access)).await),
+            None => None,
+        };
+        let bytes = match self.held.get(digest) {
+            Some(bytes) => {
+                if let Some(access) = access {
+                    self.admit(digest, access).await;
+                }
+                return Ok(bytes);
+            }
+            None => self.stored_or_pulled(artifact, auth, access).await?,
+        };
+        self.held.hold(&bytes);
+        Ok(bytes)
+    }
+
+    /// The bytes of `artifact` from the store, recording that `access` took them, else pulled
+    /// with `auth` and stored.
+    async fn stored_or_pulled(
+        &self,
+        artifact: &Artifact,
+        auth: &RegistryAuth,
+        access: Option<Access>,
+    ) -> Result<ModuleBytes, OciError> {
         let digest = artifact.module_digest().to_owned();
-        let Some(access) = self.access(&artifact.reference, auth) else {
-            return self.pull_layer(artifact, auth).await;
+        let Some(access) = access else {
+            let bytes = self.pull_layer(artifact, auth).await?;
+            return Ok(ModuleBytes::checked(digest, bytes));
         };
         let store = self.store.clone();
         let wanted = digest.clone();
@@ -358,17 +396,18 @@ impl Registries {
         })
         .await;
         if let Some(bytes) = stored {
-            return Ok(bytes);
+            return Ok(ModuleBytes::checked(digest, bytes));
         }
-        let bytes = self.pull_layer(artifact, auth).await?;
-        let store = self.store.clone();
-        // Moved into the store's task and back, not copied.
-        let bytes = blocking(move || {
-            store.put(&digest, &bytes, &access);
-            bytes
-        })
-        .await;
+        let bytes = ModuleBytes::checked(digest, self.pull_layer(artifact, auth).await?);
+        let (store, kept) = (self.store.clone(), bytes.clone());
+        blocking(move || store.put(kept.digest(), &kept, &access)).await;
         Ok(bytes)
+    }
+
+    /// Records that `access` took the module `digest`.
+    async fn admit(&self, digest: &str, access: Access) {
+        let (store, digest) = (self.store.clone(), digest.to_owned());
+        blocking(move || store.admit(&digest, &access)).await;
     }
 
     /// The layer of `artifact`, fetched with `auth` under the size limit and verified.

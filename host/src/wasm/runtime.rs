@@ -28,6 +28,7 @@ use crate::wasm::env::CallContext;
 use crate::wasm::evict::Named;
 use crate::wasm::limits::CallLimits;
 use crate::wasm::limits::Capture;
+use crate::wasm::module_bytes::KeyedLocks;
 use crate::wasm::state::CallState;
 use crate::wasm::{imports, imports_0_1};
 
@@ -106,7 +107,7 @@ pub struct Runtime {
     /// Pre-linked components of live modules, by digest (see [`Runtime::linked`]).
     linked: Arc<Mutex<HashMap<String, Weak<GuestPre<CallState>>>>>,
     /// A lock per digest being linked (see [`Runtime::linking`]).
-    linking: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    linking: KeyedLocks,
     /// The turn to compile (see [`Runtime::compile_turn`]).
     compiling: Arc<tokio::sync::Mutex<()>>,
     /// One permit per instance the pool holds; taken for every call, in arrival order.
@@ -173,7 +174,7 @@ impl Runtime {
             deterministic,
             cache: None,
             linked: Arc::default(),
-            linking: Arc::default(),
+            linking: KeyedLocks::default(),
             compiling: Arc::default(),
             slots: Arc::new(tokio::sync::Semaphore::new(instances as usize)),
         })
@@ -277,12 +278,7 @@ impl Runtime {
     /// Held while the bytes with SHA-256 `digest` are compiled and linked: a load of the same
     /// bytes waits, then finds them [`Runtime::linked`].
     pub async fn linking(&self, digest: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = {
-            let mut linking = self.linking.lock().expect("linking lock");
-            linking.retain(|_, lock| Arc::strong_count(lock) > 1);
-            linking.entry(digest.to_owned()).or_default().clone()
-        };
-        lock.lock_owned().await
+        self.linking.lock(digest.to_owned()).await
     }
 
     /// Offers `pre`, linked from the bytes with SHA-256 `digest`, to later loads of the same

@@ -31,6 +31,7 @@ use kubewasm_tests::registry::{self, Registry};
 use kubewasm_tests::{Language, podset};
 
 use crate::bench::{Bench, report_unclean};
+use crate::cli::Plan;
 use crate::controllers::{Controllers, RunOptions};
 use crate::load::{self, Source};
 use crate::procfs::Usage;
@@ -45,8 +46,9 @@ const RUN_LABEL: &str = "bench.kubewasm.dev/density";
 const SETUP_CONCURRENCY: usize = 16;
 /// The host's default `statusCountersInterval`, and a margin.
 const COUNTERS_SETTLE: Duration = Duration::from_secs(65);
-/// Updates per second of one source at most: with few controllers, the rate is lowered to this
-/// per source, so that each update is measured alone rather than queued behind the last.
+/// Updates per second of one source at most, so that each update is measured alone rather than
+/// queued behind the last: with few controllers, each copy guest gets more sources (see
+/// [`copy_sources`]).
 const SOURCE_RATE: u32 = 2;
 /// How long the control plane is watched without the host, for the baseline of its requests.
 const BASELINE: Duration = Duration::from_secs(20);
@@ -58,7 +60,10 @@ pub struct Density {
     pub controllers: usize,
     /// Controllers by module: `copy`, `copy (ConfigMap)`, `podset (<language>)`.
     pub modules: BTreeMap<String, usize>,
+    /// Sources in each copy guest's namespace.
     pub sources_per_controller: usize,
+    /// Sources (ConfigMaps and PodSets) in all namespaces.
+    pub sources: usize,
     /// From the host's start, with an empty compile cache, to every WasmController Ready and
     /// every child converged.
     pub cold_seconds: f64,
@@ -81,7 +86,7 @@ pub struct Density {
     /// Watches open on the API server while the host runs, less those open before it started.
     pub watches: f64,
     /// Updates per second sent, spread over every copy guest's sources (at most
-    /// [`SOURCE_RATE`] per source).
+    /// [`SOURCE_RATE`] per source): the plan's rate at every controller count.
     pub rate_per_second: f64,
     pub latency: Latencies,
     /// Sources whose last update never reached their child.
@@ -144,6 +149,11 @@ impl Tenant {
             7 => Self::PodSet(Language::Go),
             _ => Self::Copy,
         }
+    }
+
+    /// Whether it takes the copy guest.
+    fn copies(self) -> bool {
+        matches!(self, Self::Copy | Self::CopyFromConfigMap)
     }
 
     fn name(self) -> String {
@@ -256,6 +266,8 @@ async fn measure(bench: &Bench, images: &Images, count: usize) -> Result<Density
     let memory = host.memory_breakdown()?;
     let requests = after.since(&before, idle_window).less(&baseline);
 
+    let podsets = (0..count).filter(|i| !Tenant::of(*i).copies()).count();
+    let sources_in_all = sources.len() + podsets * bench.plan.density_sources;
     let mut churned = interleaved(sources);
     let rate = bench
         .plan
@@ -284,7 +296,8 @@ async fn measure(bench: &Bench, images: &Images, count: usize) -> Result<Density
     Ok(Density {
         controllers: count,
         modules,
-        sources_per_controller: bench.plan.density_sources,
+        sources_per_controller: copy_sources(&bench.plan, count),
+        sources: sources_in_all,
         cold_seconds,
         warm_seconds,
         converged,
@@ -302,11 +315,25 @@ async fn measure(bench: &Bench, images: &Images, count: usize) -> Result<Density
     })
 }
 
+/// Sources in each copy guest's namespace: as many as the plan says, or more where fewer could
+/// not take the plan's update rate at [`SOURCE_RATE`] each. Every run, one controller alone
+/// included, is then measured under the same load on the control plane: the latency with many
+/// controllers differs from that of one alone by what sharing the host costs, not by the load.
+fn copy_sources(plan: &Plan, count: usize) -> usize {
+    let copies = (0..count)
+        .filter(|i| Tenant::of(*i).copies())
+        .count()
+        .max(1);
+    let needed = (plan.density_rate as usize).div_ceil(SOURCE_RATE as usize * copies);
+    plan.density_sources.max(needed)
+}
+
 /// Creates each namespace with its sources (ConfigMaps or PodSets), its module ConfigMap where it
 /// takes one, and its WasmController; returns the copy guests' sources.
 async fn create(bench: &Bench, images: &Images, namespaces: &[String]) -> Result<Vec<Source>> {
     let module = std::fs::read(&bench.launcher.binaries().guest)?;
     let count = namespaces.len();
+    let copy_sources = copy_sources(&bench.plan, count);
     let made: Vec<Vec<Source>> = futures::stream::iter(namespaces.iter().enumerate())
         .map(|(index, namespace)| {
             let module = &module;
@@ -319,7 +346,7 @@ async fn create(bench: &Bench, images: &Images, namespaces: &[String]) -> Result
                         create_podsets(&api, namespace, bench.plan.density_sources).await?;
                         Vec::new()
                     }
-                    _ => bench.sources(namespace, bench.plan.density_sources).await?,
+                    _ => bench.sources(namespace, copy_sources).await?,
                 };
                 let source = match images.of(tenant) {
                     Some(image) => json!({ "image": image }),
@@ -589,7 +616,7 @@ pub fn table(out: &mut String, runs: &[Density]) {
         runs.iter().map(|r| {
             vec![
                 r.controllers.to_string(),
-                (r.controllers * r.sources_per_controller).to_string(),
+                r.sources.to_string(),
                 format!("{:.1}", r.cold_seconds),
                 format!("{:.1}", r.warm_seconds),
                 mib(r.idle.rss_bytes),
@@ -635,7 +662,21 @@ pub fn table(out: &mut String, runs: &[Density]) {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser as _;
+
     use super::*;
+    use crate::cli::Args;
+
+    #[test]
+    fn one_controller_alone_gets_the_sources_to_take_the_whole_rate() {
+        let plan = Plan::from(&Args::parse_from(["kubewasm-bench"]));
+        assert_eq!((plan.density_rate, plan.density_sources), (100, 5));
+        // One copy guest: 50 sources at two updates a second each.
+        assert_eq!(copy_sources(&plan, 1), 50);
+        // Six copy guests in ten: 600 of 1 000 take 100/s with the plan's five each.
+        assert_eq!(copy_sources(&plan, 1000), 5);
+        assert_eq!(copy_sources(&plan, 10), 9);
+    }
 
     #[test]
     fn requests_are_summed_by_verb_and_resource_and_watches_counted() {

@@ -11,6 +11,7 @@ use crate::manage::names::GuestKey;
 use crate::manage::objects::{ControllerKey, Guests, Loaded};
 use crate::manage::refusal::Refusal;
 use crate::wasm::module::Module;
+use crate::wasm::module_bytes::ModuleBytes;
 
 use super::{HostError, Shared};
 
@@ -21,7 +22,7 @@ impl Guests for Shared {
         key: &ControllerKey,
         created: &str,
         origin: String,
-        bytes: Vec<u8>,
+        bytes: ModuleBytes,
         config: &ModuleConfig,
     ) -> Result<(Loaded, Arc<Module>, String), Refusal> {
         let key = GuestKey::from(key);

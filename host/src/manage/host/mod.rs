@@ -46,6 +46,7 @@ use crate::manage::stale_finalizers::StaleFinalizers;
 use crate::wasm::declaration::Metadata;
 use crate::wasm::limits::CallLimits;
 use crate::wasm::module::{self, LoadError, Module};
+use crate::wasm::module_bytes::ModuleBytes;
 use crate::wasm::module_store::ModuleStore;
 use crate::wasm::permissions::{self, Permissions, Requirement};
 use crate::wasm::runtime::Runtime;
@@ -272,7 +273,12 @@ impl Shared {
             let bytes = read(path).await?;
             let key = GuestKey::File(path.to_owned());
             let (module, settings, _) = self
-                .prepare(&key, path.display().to_string(), bytes, module_config)
+                .prepare(
+                    &key,
+                    path.display().to_string(),
+                    ModuleBytes::new(bytes),
+                    module_config,
+                )
                 .await?;
             if let Some((holder, _, _)) = loaded.iter().find(|(_, s, _)| s.name == settings.name) {
                 return Err(HostError::DuplicateName {
@@ -407,7 +413,7 @@ impl Shared {
         &self,
         key: &GuestKey,
         origin: String,
-        bytes: Vec<u8>,
+        bytes: ModuleBytes,
         config: &ModuleConfig,
     ) -> Result<(Arc<Module>, Settings, Vec<Requirement>), HostError> {
         let limits = CallLimits::from(config.limits);
@@ -548,7 +554,8 @@ impl Shared {
                 return;
             }
         };
-        let digest = module::sha256_hex(&bytes);
+        let bytes = ModuleBytes::new(bytes);
+        let digest = bytes.digest();
         if current
             .as_ref()
             .is_some_and(|c| c.module().digest == digest)
@@ -582,7 +589,7 @@ impl Shared {
         &self,
         key: GuestKey,
         origin: String,
-        bytes: Vec<u8>,
+        bytes: ModuleBytes,
         config: &ModuleConfig,
     ) -> Result<Loaded, HostError> {
         let lock = self.load_lock(&key);
@@ -641,7 +648,7 @@ impl Shared {
         &self,
         key: GuestKey,
         origin: String,
-        bytes: Vec<u8>,
+        bytes: ModuleBytes,
         config: &ModuleConfig,
     ) -> Result<Loaded, HostError> {
         let current = self.guest(&key);
@@ -693,7 +700,7 @@ impl Shared {
         &self,
         key: &GuestKey,
         origin: String,
-        bytes: Vec<u8>,
+        bytes: ModuleBytes,
         config: &ModuleConfig,
     ) -> Result<(Arc<Module>, Settings), HostError> {
         let prepared = self

@@ -49,6 +49,7 @@ use crate::manage::refusal::Refusal;
 use crate::manage::revisions::{self, History, Probation, Revision};
 use crate::manage::sources::{Fetched, Sources};
 use crate::wasm::module::Module;
+use crate::wasm::module_bytes::ModuleBytes;
 use crate::wasm::module_store::ModuleStore;
 use crate::wasm::oci::{Registries, RegistrySettings};
 
@@ -106,7 +107,7 @@ pub trait Guests: Send + Sync {
         key: &ControllerKey,
         created: &str,
         origin: String,
-        bytes: Vec<u8>,
+        bytes: ModuleBytes,
         config: &ModuleConfig,
     ) -> Result<(Loaded, Arc<Module>, String), Refusal>;
     /// Stops the guest of the object `key`; whether one ran.
@@ -560,7 +561,7 @@ impl Objects {
     async fn run_fetched(
         self: &Arc<Self>,
         handled: &Handled<'_>,
-        bytes: Vec<u8>,
+        bytes: ModuleBytes,
         guests: &dyn Guests,
     ) -> bool {
         let Handled {
