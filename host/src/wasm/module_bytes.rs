@@ -24,8 +24,14 @@ impl ModuleBytes {
         }
     }
 
-    /// `bytes` whose SHA-256 the caller has checked is `digest`.
+    /// `bytes` whose SHA-256 the caller has checked is `digest`: the digest decides which
+    /// compiled code runs them.
     pub(crate) fn checked(digest: String, bytes: Vec<u8>) -> Self {
+        debug_assert_eq!(
+            sha256_hex(&bytes),
+            digest,
+            "checked bytes match their digest"
+        );
         Self {
             digest,
             bytes: Arc::new(bytes),
@@ -86,7 +92,8 @@ impl Held {
     }
 }
 
-/// One async lock per key, made on first use and forgotten once nobody holds or waits for it.
+/// One async lock per key, made on first use; a lock nobody holds or waits for is dropped at
+/// the next [`KeyedLocks::lock`].
 #[derive(Clone)]
 pub struct KeyedLocks<K = String>(Arc<Mutex<HashMap<K, Arc<tokio::sync::Mutex<()>>>>>);
 

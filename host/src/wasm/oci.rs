@@ -13,9 +13,12 @@
 //! Registries on a loopback address, and those named insecure, are spoken to in plain HTTP, as
 //! the container runtimes do; every other one in HTTPS, verified against the system's roots.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
+use futures::FutureExt as _;
+use futures::future::{BoxFuture, Shared, WeakShared};
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
@@ -24,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::wasm::bindings::GUEST_INTERFACES;
 use crate::wasm::module::sha256_hex;
-use crate::wasm::module_bytes::{Held, KeyedLocks, ModuleBytes};
+use crate::wasm::module_bytes::{Held, ModuleBytes};
 use crate::wasm::module_store::{Access, ModuleStore};
 use crate::wasm::pull::{self, Puller};
 pub use crate::wasm::registry_error::OciError;
@@ -242,11 +245,11 @@ impl Artifact {
 pub struct Registries {
     settings: RegistrySettings,
     store: ModuleStore,
-    puller: Puller,
+    puller: Arc<Puller>,
     /// Modules a load holds, shared with later fetches of them.
-    held: Held,
-    /// A turn per module and record of who takes it (see [`Registries::fetch`]).
-    fetching: KeyedLocks<(String, Access)>,
+    held: Arc<Held>,
+    /// Fetches in flight, by module and record of who takes it (see [`Registries::fetch`]).
+    flights: Mutex<HashMap<(String, Access), WeakShared<Fetching>>>,
 }
 
 impl Registries {
@@ -254,13 +257,13 @@ impl Registries {
     pub fn new(settings: RegistrySettings, store: ModuleStore) -> Self {
         // The API client uses ring; the registry clients use the process's default provider.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let puller = Puller::new(settings.insecure.clone());
+        let puller = Arc::new(Puller::new(settings.insecure.clone()));
         Self {
             settings,
             store,
             puller,
-            held: Held::default(),
-            fetching: KeyedLocks::default(),
+            held: Arc::default(),
+            flights: Mutex::default(),
         }
     }
 
@@ -347,84 +350,44 @@ impl Registries {
     /// The component bytes of `artifact`, which `auth` has just resolved: shared with a load
     /// that holds them already, else from the store when it holds them, else fetched with
     /// `auth` (bounded by the size limit, verified against the layer's digest) and stored;
-    /// recording that `auth` took them. Fetches with the same credentials from the same
-    /// repository of one module take turns, so that loads of it at once read it once; other
-    /// credentials wait for none of them.
+    /// recording that `auth` took them. Fetches of one module with the same credentials from
+    /// the same repository share one fetch and its outcome, an error included: loads of it at
+    /// once read or pull it once, and none waits longer than that fetch. Without a store,
+    /// nothing is shared: every fetch pulls.
     pub async fn fetch(
         &self,
         artifact: &Artifact,
         auth: &RegistryAuth,
     ) -> Result<ModuleBytes, OciError> {
-        let digest = artifact.module_digest();
-        let access = self.access(&artifact.reference, auth);
-        let _turn = match access {
-            Some(access) => Some(self.fetching.lock((digest.to_owned(), access)).await),
-            None => None,
-        };
-        let bytes = match self.held.get(digest) {
-            Some(bytes) => {
-                if let Some(access) = access {
-                    self.admit(digest, access).await;
-                }
-                return Ok(bytes);
-            }
-            None => self.stored_or_pulled(artifact, auth, access).await?,
-        };
-        self.held.hold(&bytes);
-        Ok(bytes)
-    }
-
-    /// The bytes of `artifact` from the store, recording that `access` took them, else pulled
-    /// with `auth` and stored.
-    async fn stored_or_pulled(
-        &self,
-        artifact: &Artifact,
-        auth: &RegistryAuth,
-        access: Option<Access>,
-    ) -> Result<ModuleBytes, OciError> {
         let digest = artifact.module_digest().to_owned();
-        let Some(access) = access else {
-            let bytes = self.pull_layer(artifact, auth).await?;
+        let Some(access) = self.access(&artifact.reference, auth) else {
+            let bytes = pull_layer(&self.puller, &self.settings, artifact, auth).await?;
             return Ok(ModuleBytes::checked(digest, bytes));
         };
-        let store = self.store.clone();
-        let wanted = digest.clone();
-        // The caller's credentials resolved this artifact: it may read what the store holds.
-        let stored = blocking(move || {
-            store.admit(&wanted, &access);
-            store.get(&wanted, &access)
-        })
-        .await;
-        if let Some(bytes) = stored {
-            return Ok(ModuleBytes::checked(digest, bytes));
+        self.flight((digest, access), artifact, auth).await
+    }
+
+    /// The fetch of `key` in flight, else a new one.
+    fn flight(&self, key: (String, Access), artifact: &Artifact, auth: &RegistryAuth) -> Flight {
+        let mut flights = self.flights.lock().expect("flights lock");
+        flights.retain(|_, flight| flight.upgrade().is_some());
+        if let Some(flight) = flights.get(&key).and_then(WeakShared::upgrade) {
+            return flight;
         }
-        let bytes = ModuleBytes::checked(digest, self.pull_layer(artifact, auth).await?);
-        let (store, kept) = (self.store.clone(), bytes.clone());
-        blocking(move || store.put(kept.digest(), &kept, &access)).await;
-        Ok(bytes)
-    }
-
-    /// Records that `access` took the module `digest`.
-    async fn admit(&self, digest: &str, access: Access) {
-        let (store, digest) = (self.store.clone(), digest.to_owned());
-        blocking(move || store.admit(&digest, &access)).await;
-    }
-
-    /// The layer of `artifact`, fetched with `auth` under the size limit and verified.
-    async fn pull_layer(
-        &self,
-        artifact: &Artifact,
-        auth: &RegistryAuth,
-    ) -> Result<Vec<u8>, OciError> {
-        let limit = self.settings.max_module_bytes;
-        self.puller
-            .blob(
-                &artifact.reference,
-                &artifact.layer.digest,
-                auth,
-                (limit, pull::MODULE),
-            )
-            .await
+        let fetch = Fetch {
+            store: self.store.clone(),
+            puller: self.puller.clone(),
+            settings: self.settings.clone(),
+            held: self.held.clone(),
+            artifact: artifact.clone(),
+            auth: auth.clone(),
+            access: key.1,
+        };
+        let flight = fetch.run().boxed().shared();
+        if let Some(weak) = flight.downgrade() {
+            flights.insert(key, weak);
+        }
+        flight
     }
 
     /// Publishes the component `bytes` as `reference` in the CNCF layout; returns the
@@ -540,6 +503,72 @@ fn accepted(
 }
 
 /// Runs file reads and hashing of whole modules off the async executor.
+/// One fetch of a module, shared by every load asking for it at once.
+type Flight = Shared<Fetching>;
+/// A fetch running.
+type Fetching = BoxFuture<'static, Result<ModuleBytes, OciError>>;
+
+/// What one fetch needs, owned: it runs for as long as a load waits for it.
+struct Fetch {
+    store: ModuleStore,
+    puller: Arc<Puller>,
+    settings: RegistrySettings,
+    held: Arc<Held>,
+    artifact: Artifact,
+    auth: RegistryAuth,
+    access: Access,
+}
+
+impl Fetch {
+    /// The bytes a load holds, else those in the store, else pulled and stored; each
+    /// recorded as taken by `access`.
+    async fn run(self) -> Result<ModuleBytes, OciError> {
+        let digest = self.artifact.module_digest().to_owned();
+        let (store, wanted, access) = (self.store.clone(), digest.clone(), self.access);
+        if let Some(bytes) = self.held.get(&digest) {
+            blocking(move || store.admit(&wanted, &access)).await;
+            return Ok(bytes);
+        }
+        // The caller's credentials resolved this artifact: it may read what the store holds.
+        let stored = blocking(move || {
+            store.admit(&wanted, &access);
+            store.get(&wanted, &access)
+        })
+        .await;
+        let bytes = match stored {
+            Some(bytes) => ModuleBytes::checked(digest, bytes),
+            None => {
+                let pulled = pull_layer(&self.puller, &self.settings, &self.artifact, &self.auth);
+                let bytes = ModuleBytes::checked(digest, pulled.await?);
+                let (store, kept) = (self.store.clone(), bytes.clone());
+                blocking(move || store.put(kept.digest(), &kept, &access)).await;
+                bytes
+            }
+        };
+        self.held.hold(&bytes);
+        Ok(bytes)
+    }
+}
+
+/// The layer of `artifact`, fetched with `auth` under the size limit and verified against its
+/// digest.
+async fn pull_layer(
+    puller: &Puller,
+    settings: &RegistrySettings,
+    artifact: &Artifact,
+    auth: &RegistryAuth,
+) -> Result<Vec<u8>, OciError> {
+    let limit = settings.max_module_bytes;
+    puller
+        .blob(
+            &artifact.reference,
+            &artifact.layer.digest,
+            auth,
+            (limit, pull::MODULE),
+        )
+        .await
+}
+
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(work)
         .await
@@ -664,6 +693,67 @@ mod tests {
         let module: WasmConfig =
             serde_json::from_str(r#"{"architecture":"wasm","os":"wasip1"}"#).unwrap();
         assert!(module.contract().unwrap_err().contains("not a component"));
+    }
+
+    /// A peer on loopback that answers every request, after `pause`, with 503; and the count of
+    /// requests it read.
+    async fn failing_registry(
+        pause: std::time::Duration,
+    ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = requests.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let counted = counted.clone();
+                tokio::spawn(async move {
+                    let mut head = [0u8; 4096];
+                    if stream.read(&mut head).await.unwrap_or(0) > 0 {
+                        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        tokio::time::sleep(pause).await;
+                        let answer =
+                            "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n";
+                        let _ = stream.write_all(answer.as_bytes()).await;
+                    }
+                });
+            }
+        });
+        (address, requests)
+    }
+
+    #[tokio::test]
+    async fn fetches_of_one_module_at_once_share_one_pull_and_its_failure() {
+        let pause = std::time::Duration::from_millis(300);
+        let (address, requests) = failing_registry(pause).await;
+        let dir = tempfile::tempdir().unwrap();
+        let registries = Registries::new(
+            RegistrySettings::default(),
+            ModuleStore::new(dir.path().join("modules")),
+        );
+        let artifact = Artifact {
+            reference: parse_reference(&format!("{address}/team/mirror:v1")).unwrap(),
+            manifest_digest: format!("sha256:{}", sha256_hex(b"manifest")),
+            layer: OciDescriptor {
+                media_type: LAYER_MEDIA_TYPE.into(),
+                digest: format!("sha256:{}", sha256_hex(b"layer")),
+                size: 5,
+                ..OciDescriptor::default()
+            },
+            contract: GUEST_INTERFACES[0],
+        };
+        let fetches = (0..4).map(|_| registries.fetch(&artifact, &RegistryAuth::Anonymous));
+        for outcome in futures::future::join_all(fetches).await {
+            let error = outcome.unwrap_err();
+            assert!(error.is_transient(), "{error}");
+        }
+        // One pull for the four, none of them pulling again after it failed.
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Once it failed, the next fetch tries again.
+        let again = registries.fetch(&artifact, &RegistryAuth::Anonymous).await;
+        assert!(again.is_err());
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[test]

@@ -10,8 +10,8 @@
 //!   [`MAX_MANIFEST_BYTES`], configs [`MAX_CONFIG_BYTES`], token answers and error bodies
 //!   [`MAX_SMALL_BYTES`], layers the bound the caller gives.
 //! - Every request ends, its body read, within its deadline: a registry that drips bytes holds
-//!   up only the fetch that asked it, never for longer than [`DEADLINE`] (a layer: longer by a
-//!   second per MiB).
+//!   up only the fetch that asked it (and the loads sharing it: the same module, repository and
+//!   credentials), never for longer than [`DEADLINE`] (a layer: longer by a second per MiB).
 //! - A redirect never carries credentials to another host (the HTTP client drops them), never
 //!   goes from HTTPS to plain HTTP, and at most [`MAX_REDIRECTS`] are followed.
 //!

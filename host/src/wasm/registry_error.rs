@@ -5,7 +5,7 @@ use oci_client::Reference;
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 
 /// Why a module could not be pulled or pushed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum OciError {
     /// The reference does not parse.
     #[error("{reference:?} is not an OCI reference: {message}")]

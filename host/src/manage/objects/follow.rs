@@ -13,7 +13,7 @@ use kube::runtime::watcher;
 use crate::config::resource::WasmControllerStatus;
 
 use super::Objects;
-use super::status::{recorded_image, tally_due, tally_status};
+use super::status::{Slots, recorded_image, tally_due, tally_status};
 use super::{CHECK_EVERY, ControllerKey, Guests, TALLY_RETRY, jittered, key, named, resource};
 
 impl Objects {
@@ -144,6 +144,8 @@ impl Objects {
     pub(super) async fn check(self: &Arc<Self>, guests: Weak<dyn Guests>) {
         let mut ticks = tokio::time::interval(CHECK_EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let origin = Instant::now();
+        let mut before = origin;
         loop {
             ticks.tick().await;
             let Some(guests) = guests.upgrade() else {
@@ -183,15 +185,17 @@ impl Objects {
                     }
                 }
                 let counters = tally_status(&tally, state);
-                let every = self.settings.counters_interval;
+                let slots = Slots::of(key, origin, self.settings.counters_interval);
                 let retry = state.tally_retry.is_none_or(|at| now >= at);
-                if retry && tally_due(state.tally_written.as_ref(), &counters, now, every) {
+                let checks = (before, now);
+                if retry && tally_due(state.tally_written.as_ref(), &counters, checks, &slots) {
                     let previous = state.tally_written.replace((counters.clone(), now));
                     tallies.push((key.clone(), state.uid.clone(), counters, previous));
                 }
             }
             self.sources.registries().store().name(named(&states));
             drop(states);
+            before = now;
             for key in bad {
                 self.work.add(key, ());
             }

@@ -1,6 +1,7 @@
 //! What the host tells of a WasmController object: its status (conditions, revisions, the
 //! reconcile counters and the last error) and its Events.
 
+use std::hash::{Hash as _, Hasher as _};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,8 +22,8 @@ use crate::wasm::declaration::Mapping;
 
 use super::Objects;
 use super::{
-    Applied, ControllerKey, FIELD_MANAGER, Guests, Handled, Loaded, REPORTER, State, TALLY_MANAGER,
-    resumed_probation,
+    Applied, CHECK_EVERY, ControllerKey, FIELD_MANAGER, Guests, Handled, Loaded, REPORTER, State,
+    TALLY_MANAGER, resumed_probation,
 };
 
 impl Objects {
@@ -464,20 +465,67 @@ fn holds(held: &Value, wanted: &Value) -> bool {
     }
 }
 
-/// Whether `counters` are to be written now, `written` being the last written and when: at once
-/// when a reader would see more than numbers move (a kind of outcome seen first or no more, a
-/// failing streak starting or ending, another last error or condition), else once `every` has
-/// passed since the last write.
+/// Whether `counters` are to be written at the check at `now`, the one before it having been at
+/// `before`, and `written` being the last written and when: at once when a reader would see more
+/// than numbers move (a kind of outcome seen first or no more, a failing streak starting or
+/// ending, another last error or condition), else at the object's moment of the interval (one
+/// of its `slots`), at most once an interval.
 pub(super) fn tally_due(
     written: Option<&(WasmControllerStatus, Instant)>,
     counters: &WasmControllerStatus,
-    now: Instant,
-    every: Duration,
+    (before, now): (Instant, Instant),
+    slots: &Slots,
 ) -> bool {
     let Some((written, at)) = written else {
         return true;
     };
-    written != counters && (news(written, counters) || now.duration_since(*at) >= every)
+    written != counters
+        && (news(written, counters)
+            || (slots.passed(before, now) && now.duration_since(*at) >= slots.least()))
+}
+
+/// The moments at which one object's counters that only moved may be written: one per interval,
+/// at a phase of the object's own, so that objects whose counters start moving together (a
+/// thousand of them, after a quiet hour) write them spread over the interval, not all at once.
+pub(super) struct Slots {
+    /// Where the phases are counted from.
+    origin: Instant,
+    /// The interval.
+    every: Duration,
+    /// The object's moment in each interval.
+    phase: Duration,
+}
+
+impl Slots {
+    /// The slots of `key`, every `every` from `origin`, at a phase a hash of `key` spreads
+    /// evenly over the interval.
+    pub(super) fn of(key: &ControllerKey, origin: Instant, every: Duration) -> Self {
+        let mut hasher = std::hash::DefaultHasher::new();
+        key.hash(&mut hasher);
+        let phase = every.mul_f64(hasher.finish() as f64 / (u64::MAX as f64 + 1.0));
+        Self {
+            origin,
+            every,
+            phase,
+        }
+    }
+
+    /// The least time between two writes at the slots: the interval, less what the checks'
+    /// ticks may add to one write's moment and not to the next's.
+    fn least(&self) -> Duration {
+        self.every.saturating_sub(2 * CHECK_EVERY)
+    }
+
+    /// Whether one of the slots lies in (`since`, `now`].
+    fn passed(&self, since: Instant, now: Instant) -> bool {
+        self.index(now) > self.index(since)
+    }
+
+    /// How many slots lie in [`origin`, `at`].
+    fn index(&self, at: Instant) -> u128 {
+        let shifted = at.saturating_duration_since(self.origin) + self.every - self.phase;
+        shifted.as_nanos() / self.every.as_nanos().max(1)
+    }
 }
 
 /// Whether `new` says more than `old` with its numbers moved.
@@ -543,29 +591,75 @@ mod tests {
         assert!(!holds(&Value::Null, &json!({"a": 1})));
     }
 
+    /// The slots of an object whose phase is `phase` of a minute.
+    fn slots(origin: Instant, phase: u64) -> Slots {
+        Slots {
+            origin,
+            every: Duration::from_secs(60),
+            phase: Duration::from_secs(phase),
+        }
+    }
+
     #[test]
-    fn counters_that_only_move_wait_for_the_interval() {
-        let (every, at) = (Duration::from_secs(60), Instant::now());
-        let written = (counters(3, 0, None), at);
+    fn counters_that_only_move_are_written_at_the_objects_slot_once_an_interval() {
+        let origin = Instant::now();
+        let slots = slots(origin, 30);
+        let secs = |s: u64| origin + Duration::from_secs(s);
+        // Checks every second: the one at `s` follows the one at `s - 1`.
+        let check = |s: u64| (secs(s - 1), secs(s));
         let moved = counters(9, 0, None);
-        assert!(!tally_due(
+        // Written at the slot at 90 s: not again before the next one, at 150 s.
+        let written = (counters(3, 0, None), secs(90));
+        assert!(!tally_due(Some(&written), &moved, check(149), &slots));
+        assert!(tally_due(Some(&written), &moved, check(150), &slots));
+        assert!(!tally_due(Some(&written), &moved, check(151), &slots));
+        assert!(!tally_due(Some(&written), &written.0, check(150), &slots));
+        // A late check still finds the slot it passed.
+        assert!(tally_due(
             Some(&written),
             &moved,
-            at + Duration::from_secs(59),
-            every
+            (secs(148), secs(152)),
+            &slots
         ));
-        assert!(tally_due(Some(&written), &moved, at + every, every));
-        assert!(!tally_due(Some(&written), &written.0, at + every, every));
+        // Quiet for an hour, then moving: written at the slot, not at once.
+        let quiet = (counters(3, 0, None), secs(30));
+        assert!(!tally_due(Some(&quiet), &moved, check(3600), &slots));
+        assert!(tally_due(Some(&quiet), &moved, check(3630), &slots));
+        // Written anew (a first failure, say) within the interval before a slot: not at it.
+        let anew = (counters(3, 0, None), secs(3580));
+        assert!(!tally_due(Some(&anew), &moved, check(3630), &slots));
+        assert!(tally_due(Some(&anew), &moved, check(3690), &slots));
+        // Written at the tick's end after one slot, then at its start after the next.
+        let late = (counters(3, 0, None), secs(3631));
+        assert!(tally_due(Some(&late), &moved, check(3690), &slots));
+    }
+
+    #[test]
+    fn a_thousand_objects_slots_spread_over_the_interval() {
+        let (origin, every) = (Instant::now(), Duration::from_secs(60));
+        let mut per_second = [0usize; 60];
+        for index in 0..1000 {
+            let key = (format!("team-{index}"), "density".to_owned());
+            let phase = Slots::of(&key, origin, every).phase;
+            assert!(phase < every);
+            per_second[phase.as_secs() as usize] += 1;
+        }
+        // 16.7 a second on average.
+        let most = per_second.iter().max().copied().unwrap_or_default();
+        assert!(
+            most <= 40,
+            "{most} objects write in one second: {per_second:?}"
+        );
     }
 
     #[test]
     fn what_a_reader_would_see_anew_is_written_at_once() {
-        let (every, at) = (Duration::from_secs(60), Instant::now());
-        let soon = at + Duration::from_secs(1);
+        let at = Instant::now();
+        let (soon, slots) = ((at, at + Duration::from_secs(1)), slots(at, 30));
         let due = |old: WasmControllerStatus, new: WasmControllerStatus| {
-            tally_due(Some(&(old, at)), &new, soon, every)
+            tally_due(Some(&(old, at)), &new, soon, &slots)
         };
-        assert!(tally_due(None, &counters(0, 0, None), soon, every));
+        assert!(tally_due(None, &counters(0, 0, None), soon, &slots));
         assert!(
             due(counters(0, 0, None), counters(1, 0, None)),
             "a first success"
