@@ -44,8 +44,9 @@ use crate::workloads::failover::{create_podsets, reconciled, until};
 const RUN_LABEL: &str = "bench.kubewasm.dev/density";
 /// Requests in flight while namespaces, sources and WasmControllers are created.
 const SETUP_CONCURRENCY: usize = 16;
-/// The host's default `statusCountersInterval`, and a margin.
-const COUNTERS_SETTLE: Duration = Duration::from_secs(65);
+/// Two of the host's default `statusCountersInterval` (counters that only moved are written at
+/// the object's own moment of the interval after the one they moved in), and a margin.
+const COUNTERS_SETTLE: Duration = Duration::from_secs(125);
 /// Updates per second of one source at most, so that each update is measured alone rather than
 /// queued behind the last: with few controllers, each copy guest gets more sources (see
 /// [`copy_sources`]).
