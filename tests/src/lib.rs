@@ -331,6 +331,31 @@ pub fn guest_wasm(package: &str) -> PathBuf {
     guest_wasm_with(package, &[])
 }
 
+/// Appends a custom section (id 0) named `name` holding `payload` to a WebAssembly binary;
+/// custom sections may appear anywhere in a module or component and change nothing it does.
+pub fn append_custom_section(binary: &mut Vec<u8>, name: &str, payload: &[u8]) {
+    let mut content = leb128(name.len());
+    content.extend_from_slice(name.as_bytes());
+    content.extend_from_slice(payload);
+    binary.push(0);
+    binary.extend(leb128(content.len()));
+    binary.extend(content);
+}
+
+/// Unsigned LEB128.
+fn leb128(mut value: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            bytes.push(byte);
+            return bytes;
+        }
+        bytes.push(byte | 0x80);
+    }
+}
+
 /// Like [`guest_wasm`], with cargo `features` enabled.
 pub fn guest_wasm_with(package: &str, features: &[&str]) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
@@ -1016,4 +1041,18 @@ pub async fn apply_yaml_text(client: &Client, text: &str, namespace: Option<&str
         .with_context(|| format!("applying {name}"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_custom_section_is_appended_whole() {
+        let mut binary = b"\0asm".to_vec();
+        append_custom_section(&mut binary, "n", &[7; 200]);
+        // id 0, size 202 as LEB128 (0xca 0x01), name length 1, "n", the payload.
+        assert_eq!(&binary[4..9], &[0, 0xca, 0x01, 1, b'n']);
+        assert_eq!(binary.len(), 4 + 3 + 202);
+    }
 }

@@ -657,10 +657,11 @@ async fn teams_loading_one_image_at_once_pull_its_layer_once() -> Result<()> {
     let registry = Registry::start();
     // A build of its own, so that no earlier test left it in a module store.
     let mut module = std::fs::read(guest_wasm("mirror"))?;
-    module.extend(custom_section(
+    kubewasm_tests::append_custom_section(
+        &mut module,
         "kubewasm-test",
         namespaces[0].name().as_bytes(),
-    ));
+    );
     let layer = format!("sha256:{}", kubewasm_tests::registry::sha256_hex(&module));
     let path = tempfile::NamedTempFile::new()?;
     std::fs::write(path.path(), &module)?;
@@ -689,31 +690,6 @@ async fn teams_loading_one_image_at_once_pull_its_layer_once() -> Result<()> {
         },
     )
     .await
-}
-
-/// A custom section `name` holding `payload`, to append to a component.
-fn custom_section(name: &str, payload: &[u8]) -> Vec<u8> {
-    let mut content = leb128(name.len());
-    content.extend(name.as_bytes());
-    content.extend(payload);
-    let mut section = vec![0];
-    section.extend(leb128(content.len()));
-    section.extend(content);
-    section
-}
-
-/// `value` in unsigned LEB128.
-fn leb128(mut value: usize) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    loop {
-        let byte = (value & 0x7f) as u8;
-        value >>= 7;
-        if value == 0 {
-            bytes.push(byte);
-            return bytes;
-        }
-        bytes.push(byte | 0x80);
-    }
 }
 
 /// `kubewasm run` arguments electing a leader on the Lease `tenants-leader` in `namespace`.

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use crate::config::ModuleConfig;
 use crate::manage::objects::ControllerKey;
-use crate::wasm::module;
+use crate::wasm::module_bytes;
 
 /// What a running guest is known by: its file in the configuration, or its controller object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -122,7 +122,7 @@ pub fn default_name(config: &ModuleConfig, declared: &str) -> String {
     if full.len() <= 63 {
         return full;
     }
-    let digest = &module::sha256_hex(full.as_bytes())[..8];
+    let digest = &module_bytes::sha256_hex(full.as_bytes())[..8];
     format!("{}-{digest}", full[..54].trim_end_matches(['-', '.']))
 }
 

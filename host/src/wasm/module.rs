@@ -220,15 +220,6 @@ async fn read_metadata(
     })
 }
 
-/// SHA-256 of `bytes`, lowercase hex: the digest modules are known and cached by.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// The backend of `metadata()`: a module may not call the host while it is being loaded.
 struct Sealed;
 
@@ -354,14 +345,6 @@ mod tests {
                 .to_string()
                 .contains(GUEST_INTERFACES.join(", ").as_str()),
             "{error}"
-        );
-    }
-
-    #[test]
-    fn modules_are_known_by_the_sha256_of_their_bytes() {
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
     }
 }

@@ -5,7 +5,14 @@ use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::wasm::module::sha256_hex;
+/// SHA-256 of `bytes`, lowercase hex: the digest modules are known and cached by.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
 
 /// A module's bytes and their SHA-256 (hex), the name modules are known by. Clones share
 /// the bytes.
@@ -118,6 +125,14 @@ impl<K: std::hash::Hash + Eq> KeyedLocks<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn modules_are_known_by_the_sha256_of_their_bytes() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
 
     #[test]
     fn held_bytes_are_shared_while_a_load_holds_them_and_forgotten_after() {

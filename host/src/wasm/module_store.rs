@@ -22,7 +22,7 @@ use sha2::Digest as _;
 
 use crate::wasm::compile_cache::cache_dir;
 use crate::wasm::evict::{self, Named};
-use crate::wasm::module::sha256_hex;
+use crate::wasm::module_bytes::sha256_hex;
 
 /// The default bound of a store: 2 GiB.
 pub const DEFAULT_MAX_BYTES: u64 = 2 << 30;

@@ -26,7 +26,7 @@ use oci_client::{Client, Reference};
 use serde::{Deserialize, Serialize};
 
 use crate::wasm::bindings::GUEST_INTERFACES;
-use crate::wasm::module::sha256_hex;
+use crate::wasm::module_bytes::sha256_hex;
 use crate::wasm::module_bytes::{Held, ModuleBytes};
 use crate::wasm::module_store::{Access, ModuleStore};
 use crate::wasm::pull::{self, Puller};

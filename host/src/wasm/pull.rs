@@ -29,7 +29,7 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue, WWW_AUTHENT
 use reqwest::{Method, StatusCode};
 use sha2::Digest as _;
 
-use crate::wasm::module::sha256_hex;
+use crate::wasm::module_bytes::sha256_hex;
 use crate::wasm::registry_error::OciError;
 
 /// The largest manifest read: real ones are a few hundred bytes.

@@ -64,7 +64,7 @@ pub async fn prime(bench: &Bench) -> Result<Variants> {
     let files = [dir.join("copy-a.wasm"), dir.join("copy-b.wasm")];
     link_or_copy(guest, &files[0])?;
     let mut bytes = std::fs::read(guest).with_context(|| format!("reading {}", guest.display()))?;
-    append_custom_section(&mut bytes, "kubewasm-bench-variant", b"b");
+    kubewasm_tests::append_custom_section(&mut bytes, "kubewasm-bench-variant", b"b");
     std::fs::write(&files[1], bytes)?;
     let modules: Vec<HostModule> = files
         .iter()
@@ -205,31 +205,6 @@ async fn swap(
     Ok(took)
 }
 
-/// Appends a custom section (id 0) named `name` holding `payload` to a WebAssembly binary;
-/// custom sections may appear anywhere in a module or component and change nothing it does.
-fn append_custom_section(binary: &mut Vec<u8>, name: &str, payload: &[u8]) {
-    let mut content = leb128(name.len());
-    content.extend_from_slice(name.as_bytes());
-    content.extend_from_slice(payload);
-    binary.push(0);
-    binary.extend(leb128(content.len()));
-    binary.extend(content);
-}
-
-/// Unsigned LEB128.
-fn leb128(mut value: usize) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    loop {
-        let byte = (value & 0x7f) as u8;
-        value >>= 7;
-        if value == 0 {
-            bytes.push(byte);
-            return bytes;
-        }
-        bytes.push(byte | 0x80);
-    }
-}
-
 /// The `fields` of the JSON log lines whose message is `message`.
 fn log_events(log: &str, message: &str) -> Vec<Value> {
     log.lines()
@@ -273,15 +248,6 @@ mod tests {
             assert!((read - ms).abs() < 1e-9, "{took}: {read}");
         }
         assert_eq!(took_ms(&json!({ "took": "soon" })), None);
-    }
-
-    #[test]
-    fn a_custom_section_is_appended_whole() {
-        let mut binary = b"\0asm".to_vec();
-        append_custom_section(&mut binary, "n", &[7; 200]);
-        // id 0, size 202 as LEB128 (0xca 0x01), name length 1, "n", the payload.
-        assert_eq!(&binary[4..9], &[0, 0xca, 0x01, 1, b'n']);
-        assert_eq!(binary.len(), 4 + 3 + 202);
     }
 
     #[test]
