@@ -46,7 +46,7 @@ use crate::manage::stale_finalizers::StaleFinalizers;
 use crate::wasm::declaration::Metadata;
 use crate::wasm::limits::CallLimits;
 use crate::wasm::module::{self, LoadError, Module};
-use crate::wasm::module_bytes::ModuleBytes;
+use crate::wasm::module_bytes::{KeyedLocks, ModuleBytes};
 use crate::wasm::module_store::ModuleStore;
 use crate::wasm::permissions::{self, Permissions, Requirement};
 use crate::wasm::runtime::Runtime;
@@ -92,7 +92,7 @@ struct Shared {
     rescanning: tokio::sync::Mutex<()>,
     /// One load, swap or unload at a time per guest, and none waits for another guest's: a
     /// guest that drains slowly holds up only its own next load.
-    loading: Mutex<BTreeMap<GuestKey, Arc<tokio::sync::Mutex<()>>>>,
+    loading: KeyedLocks<GuestKey>,
     /// Which guest holds each controller name.
     names: Names,
     /// What the API server must allow the host for each object's guest, reviewed again from
@@ -138,7 +138,7 @@ impl Host {
             modules: config.modules.clone(),
             guests: Mutex::default(),
             rescanning: tokio::sync::Mutex::default(),
-            loading: Mutex::default(),
+            loading: KeyedLocks::default(),
             names: Names::default(),
             needs: Mutex::default(),
             access: access::Access::new(client),
@@ -537,8 +537,7 @@ impl Shared {
             .file()
             .expect("the configuration's modules are files");
         let key = GuestKey::File(path.to_owned());
-        let lock = self.load_lock(&key);
-        let _loading = lock.lock().await;
+        let _loading = self.loading.lock(key.clone()).await;
         let current = self.guest(&key);
         let bytes = match tokio::fs::read(path).await {
             Ok(bytes) => bytes,
@@ -576,13 +575,6 @@ impl Shared {
         }
     }
 
-    /// The lock that keeps the loads of `key` one at a time.
-    fn load_lock(&self, key: &GuestKey) -> Arc<tokio::sync::Mutex<()>> {
-        let mut loading = self.loading.lock().expect("loading lock");
-        loading.retain(|_, lock| Arc::strong_count(lock) > 1);
-        loading.entry(key.clone()).or_default().clone()
-    }
-
     /// Runs the module `bytes` from `origin` for `key` with `config`, one load of `key` at a
     /// time.
     async fn put(
@@ -592,8 +584,7 @@ impl Shared {
         bytes: ModuleBytes,
         config: &ModuleConfig,
     ) -> Result<Loaded, HostError> {
-        let lock = self.load_lock(&key);
-        let _loading = lock.lock().await;
+        let _loading = self.loading.lock(key.clone()).await;
         if self.stopping.load(Ordering::SeqCst) {
             return Ok(Loaded::Stopping);
         }
@@ -602,8 +593,7 @@ impl Shared {
 
     /// Stops the guest of `key`, if one runs; whether one did. One load of `key` at a time.
     async fn unload(&self, key: &GuestKey) -> bool {
-        let lock = self.load_lock(key);
-        let _loading = lock.lock().await;
+        let _loading = self.loading.lock(key.clone()).await;
         self.unload_locked(key).await
     }
 
@@ -633,8 +623,7 @@ impl Shared {
 
     /// Stops the guest of `key`, whose name an older claim took.
     async fn yield_name(&self, key: &GuestKey, name: &str) {
-        let lock = self.load_lock(key);
-        let _loading = lock.lock().await;
+        let _loading = self.loading.lock(key.clone()).await;
         if self.unload_locked(key).await {
             tracing::warn!(guest = %name, holder = %key, "the controller name is taken by an older object's guest; this one is stopped");
         }
